@@ -1,0 +1,19 @@
+"""Builds the C++ shim (torch_neuronx._C) against the torch that is installed.
+
+Install with `pip install --no-build-isolation .` so the extension links the installed torch.
+"""
+import glob
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "torch_neuronx._C",
+            sorted(glob.glob("csrc/*.cpp")),
+            extra_compile_args=["-O2", "-std=c++20"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

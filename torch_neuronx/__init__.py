@@ -1,0 +1,61 @@
+"""torch-neuronx: the TorchNeuron programming model (a `neuron` PyTorch device) on OpenXLA/PJRT.
+
+`import torch` loads this package through the `torch.backends` entry point (`_autoload`); with
+TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import torch_neuronx` registers the device by hand. Registration
+never imports jax (that happens on first device use) and never makes `import torch` fail: a problem
+is warned about and the device reports itself unavailable.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from . import device as _device_module
+from .metrics import clear_op_tracking, get_executed_ops, get_fallback_ops
+
+__all__ = ["get_fallback_ops", "get_executed_ops", "clear_op_tracking", "metrics", "is_registered"]
+
+_registered = False
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    if torch._C._get_privateuse1_backend_name() != "neuron":
+        torch.utils.rename_privateuse1_backend("neuron")
+    if not hasattr(torch, "neuron"):
+        torch._register_device_module("neuron", _device_module)
+    try:
+        from . import _C  # the C++ shim: allocator, views, guard, hooks, generators
+        from .runtime import config
+
+        if config.platform() == "cpu":
+            _C._set_device_count(config.cpu_device_count())
+        else:
+            _C._set_device_count(1)  # replaced by the real count when the runtime starts
+        from .eager import kernels
+
+        kernels.register()
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+    except Exception as e:  # never break `import torch`: say why, and report the device unavailable
+        _device_module._load_error = e
+        warnings.warn(f"torch_neuronx: the neuron device is unavailable: {type(e).__name__}: {e}")
+        return
+    _registered = True
+
+
+def is_registered() -> bool:
+    return _registered
+
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: importing this package registered the device."""
+
+
+_register()
+
+from . import metrics  # noqa: E402

@@ -1,0 +1,304 @@
+"""`torch.neuron`: the device module PyTorch, diffusers and accelerate look up by device name.
+
+It exists as soon as `import torch` returns; nothing here starts jax until a function needs the
+device itself (`synchronize`, `get_device_properties`).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any
+
+import torch
+
+from .runtime import config
+
+_load_error: BaseException | None = None  # why the native part failed to load, if it did
+
+
+def _native():
+    if _load_error is not None:
+        raise RuntimeError(f"the neuron device is unavailable: {_load_error}")
+    from . import _C
+
+    return _C
+
+
+def is_available() -> bool:
+    if _load_error is not None:
+        return False
+    try:
+        return device_count() > 0
+    except Exception:
+        return False
+
+
+def device_count() -> int:
+    if _load_error is not None:
+        return 0
+    from .runtime import devices
+
+    return devices.device_count()
+
+
+def is_initialized() -> bool:
+    from .runtime import devices
+
+    return devices.is_initialized()
+
+
+def init() -> None:
+    from .runtime import devices
+
+    devices.jax_devices()
+
+
+def _index(device) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"expected a neuron device, got {device}")
+        return device.index if device.index is not None else current_device()
+    raise TypeError(f"expected a neuron device, an int or None, got {type(device).__name__}")
+
+
+def current_device() -> int:
+    return _native()._current_device()
+
+
+def set_device(device) -> None:
+    _native()._set_device(_index(device))
+
+
+class device:
+    """Context manager that makes `device` the current neuron device."""
+
+    def __init__(self, device):
+        self.idx = _index(device) if device is not None else -1
+        self.prev = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev = current_device()
+            set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.prev >= 0:
+            set_device(self.prev)
+        return False
+
+
+def synchronize(device=None) -> None:
+    """Wait for every launched op on `device` (all devices when None) to finish."""
+    from .eager import sync
+
+    sync.synchronize(None if device is None else _index(device))
+
+
+def get_device_name(device=None) -> str:
+    from .runtime import devices
+
+    idx = _index(device)
+    d = devices.jax_device(idx)
+    return f"NeuronCore {idx} ({d.platform}:{d.id}, {getattr(d, 'device_kind', d.platform)})"
+
+
+@functools.lru_cache(maxsize=None)
+def _properties(idx: int):
+    from .runtime import devices
+
+    d = devices.jax_device(idx)
+    stats = {}
+    try:
+        stats = d.memory_stats() or {}
+    except Exception:
+        pass
+    return _DeviceProperties(
+        name=get_device_name(idx),
+        platform=d.platform,
+        device_kind=str(getattr(d, "device_kind", d.platform)),
+        total_memory=int(stats.get("bytes_limit", 0)),
+        index=idx,
+    )
+
+
+class _DeviceProperties:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"_NeuronDeviceProperties({inner})"
+
+
+def get_device_properties(device=None):
+    return _properties(_index(device))
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    return (0, 0)
+
+
+# ---- random numbers: one default generator per device
+
+
+class _DefaultGenerators:
+    def __getitem__(self, idx):
+        return _native()._default_generator(idx)
+
+    def __len__(self):
+        return device_count()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+default_generators = _DefaultGenerators()
+
+
+def manual_seed(seed: int) -> None:
+    default_generators[current_device()].manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for gen in default_generators:
+        gen.manual_seed(int(seed))
+
+
+def seed() -> None:
+    default_generators[current_device()].seed()
+
+
+def seed_all() -> None:
+    for gen in default_generators:
+        gen.seed()
+
+
+def initial_seed() -> int:
+    return default_generators[current_device()].initial_seed()
+
+
+def get_rng_state(device="neuron") -> torch.Tensor:
+    return default_generators[_index(device)].get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="neuron") -> None:
+    default_generators[_index(device)].set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [g.get_state() for g in default_generators]
+
+
+def set_rng_state_all(new_states) -> None:
+    for gen, state in zip(default_generators, new_states):
+        gen.set_state(state)
+
+
+# ---- memory
+
+
+def memory_stats(device=None) -> dict[str, Any]:
+    from .runtime import storage
+
+    storage.sync()
+    return dict(_native()._memory_stats(_index(device)))
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None) -> int:
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _native()._reset_peak_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def empty_cache() -> None:
+    """Free the device buffers of every storage that has died (they are freed lazily otherwise)."""
+    import gc
+
+    from .runtime import storage
+
+    gc.collect()
+    storage.sync()
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    props = get_device_properties(device)
+    total = props.total_memory
+    return (max(total - memory_allocated(device), 0), total)
+
+
+# ---- autocast and misc. hooks PyTorch asks a device module for
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.bfloat16, torch.float16]
+
+
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("neuron")
+
+
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("neuron")
+
+
+def set_autocast_enabled(enabled: bool) -> None:
+    torch.set_autocast_enabled("neuron", enabled)
+
+
+def set_autocast_dtype(dtype: torch.dtype) -> None:
+    torch.set_autocast_dtype("neuron", dtype)
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def _lazy_init() -> None:
+    init()
+
+
+@contextlib.contextmanager
+def stream(s=None):
+    yield
+
+
+def current_stream(device=None):
+    return torch.Stream(device=torch.device("neuron", _index(device)))
+
+
+def default_stream(device=None):
+    return current_stream(device)
+
+
+def platform() -> str:
+    """The PJRT platform that provides the NeuronCores ('cpu', 'cuda', ...)."""
+    return config.platform()

@@ -1,0 +1,346 @@
+"""Registers the neuron kernels with PyTorch's dispatcher.
+
+Every lowered overload gets a PrivateUse1 kernel that runs it through the executor, and so do its
+in-place and out= variants, derived by rule. Transfers, `.item()` and the attention backend choice
+have kernels of their own. Everything else reaches the boxed fallback: PyTorch's decomposition if it
+has one, else the CPU (counted, warned once per op, or an error with TORCH_NEURONX_CPU_FALLBACK=error).
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import warnings
+
+import torch
+
+from .. import _C, metrics
+from ..ops import LOWERINGS
+from ..runtime import storage, transfer
+from . import executor
+from .executor import OpSpec
+
+aten = torch.ops.aten
+_libs: list = []
+
+
+def _reaches_backend(op) -> bool:
+    return not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+
+
+def _same_args(a, b) -> bool:
+    return [(x.name, str(x.type)) for x in a] == [(x.name, str(x.type)) for x in b]
+
+
+def variants(op):
+    """The in-place and out= overloads computed by `op`'s functional lowering."""
+    schema = op._schema
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return []  # already in place
+    name = schema.name.split("::", 1)[1]
+    found = []
+    inplace = getattr(aten, name + "_", None)
+    if inplace is not None and op._overloadname in inplace.overloads():
+        ov = getattr(inplace, op._overloadname)
+        if _same_args(ov._schema.arguments, schema.arguments):
+            found.append(ov)
+    packet = getattr(aten, name)
+    for ov_name in packet.overloads():
+        ov = getattr(packet, ov_name)
+        args = ov._schema.arguments
+        outs = [a for a in args if a.is_out]
+        if outs and len(outs) == len(schema.returns) and _same_args([a for a in args if not a.is_out], schema.arguments):
+            found.append(ov)
+    return found
+
+
+def _kernel(spec: OpSpec):
+    run = executor.run
+
+    def kernel(*args, **kwargs):
+        return run(spec, args, kwargs)
+
+    kernel.__name__ = f"neuron_{spec.name}"
+    return kernel
+
+
+def _spec(op) -> OpSpec:
+    lowering = LOWERINGS[op]
+    return OpSpec(op, op, lowering)
+
+
+# ----------------------------------------------------------------------------------------------
+# Transfers and host reads
+
+
+def _whole_storage(t) -> int:
+    """The storage key if `t` is exactly its whole storage, contiguous; else 0."""
+    key, nbytes, sizes, strides, offset = _C._tensor_layout(t)
+    if offset == 0 and t.is_contiguous() and t.numel() * t.element_size() == nbytes:
+        return key
+    return 0
+
+
+_CLONE = None
+_COPY_ = None
+
+
+def device_array(t: torch.Tensor):
+    """`t`'s values as a jax array of shape `t.shape` on its device (one launch if `t` is a view)."""
+    storage.sync()
+    key = _whole_storage(t)
+    if key:
+        buf = storage.BUFFERS.get(key)
+        if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
+            return buf.reshape(t.shape) if t.dim() != 1 else buf
+    c = executor.run(_CLONE, (t,), {"memory_format": torch.contiguous_format})
+    buf = storage.BUFFERS.get(_C._storage_key(c))
+    if buf is None:  # nothing was ever written: zeros
+        from .._jax import jnp
+
+        return jnp.zeros(tuple(t.shape), transfer.to_numpy_dtype(t.dtype))
+    return buf.reshape(t.shape)
+
+
+def to_host(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy of a neuron tensor (waits for the device)."""
+    return transfer.numpy_to_torch(transfer.to_host(device_array(t))).reshape(t.shape)
+
+
+def _wrap(arr, shape, dtype, device) -> torch.Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    key = _C._storage_key(t)
+    if key:
+        storage.BUFFERS[key] = arr.reshape(-1)
+    return t
+
+
+def _copy_into(dst: torch.Tensor, arr) -> None:
+    """Write a flat jax array (dst's dtype, dst.numel() values, on dst's device) into dst."""
+    storage.sync()
+    key = _whole_storage(dst)
+    if key:
+        storage.BUFFERS[key] = arr
+        return
+    tmp = _wrap(arr, dst.shape, dst.dtype, dst.device)
+    executor.run(_COPY_, (dst, tmp), {})
+
+
+def copy_(self, src, non_blocking=False):
+    if self.device.type == "neuron":
+        if src.device == self.device:
+            return executor.run(_COPY_, (self, src, non_blocking), {})
+        if self.numel() == 0:
+            return self
+        if src.device.type == "neuron":
+            moved = src.to(self.dtype).expand(self.shape)
+            arr = transfer.between_devices(device_array(moved).reshape(-1), self.device.index)
+        else:
+            host = src.to(self.dtype).expand(self.shape).contiguous()
+            arr = transfer.to_device(transfer.torch_to_numpy(host).reshape(-1), self.device.index)
+        _copy_into(self, arr)
+        return self
+    # neuron -> cpu (or another host device)
+    self.copy_(to_host(src))
+    return self
+
+
+def _copy_from(self, dst, non_blocking=False):
+    copy_(dst, self, non_blocking)
+    return dst
+
+
+_TO_COPY_SPEC = None
+
+
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    target = torch.device(device) if device is not None else self.device
+    if target.type == "neuron" and target.index is None:
+        target = torch.device("neuron", torch.neuron.current_device())
+    if target == self.device and _TO_COPY_SPEC is not None:
+        kwargs = {"dtype": dtype, "memory_format": memory_format}
+        return executor.run(_TO_COPY_SPEC, (self,), {k: v for k, v in kwargs.items() if v is not None})
+    dtype = dtype if dtype is not None else self.dtype
+    if memory_format in (None, torch.preserve_format) and _dense(self):
+        out = torch.empty_strided(self.shape, self.stride(), dtype=dtype, device=target, pin_memory=bool(pin_memory))
+    else:
+        out = torch.empty(self.shape, dtype=dtype, device=target, memory_format=memory_format or torch.contiguous_format)
+    return out.copy_(self, non_blocking)
+
+
+def _dense(t) -> bool:
+    from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+
+    return is_non_overlapping_and_dense(t)
+
+
+def _local_scalar_dense(self):
+    return to_host(self).item()
+
+
+def _fused_sdp_choice(*args, **kwargs):
+    if aten._scaled_dot_product_fused_attention_overrideable.default in LOWERINGS:
+        return int(torch.nn.attention.SDPBackend.OVERRIDEABLE.value)
+    return int(torch.nn.attention.SDPBackend.MATH.value)
+
+
+# ----------------------------------------------------------------------------------------------
+# The fallback: decompositions, then the CPU
+
+_state = threading.local()
+_warned: set[str] = set()
+FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
+
+
+def _decomposition(op):
+    from torch._decomp import decomposition_table
+
+    return decomposition_table.get(op)
+
+
+def _fallback(op, *args, **kwargs):
+    active = getattr(_state, "decomposing", None)
+    if active is None:
+        active = _state.decomposing = set()
+    decomp = _decomposition(op)
+    if decomp is not None and op not in active:
+        metrics.decomposed(str(op))
+        active.add(op)
+        try:
+            out = decomp(*args, **kwargs)
+        finally:
+            active.discard(op)
+        if out is not NotImplemented:
+            return out
+    return cpu_fallback(op, args, kwargs)
+
+
+def _neuron_device(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, torch.Tensor) and v.device.type == "neuron":
+            return v.device
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                if isinstance(x, torch.Tensor) and x.device.type == "neuron":
+                    return x.device
+    dev = kwargs.get("device")
+    if dev is not None:
+        dev = torch.device(dev)
+        return dev if dev.index is not None else torch.device("neuron", torch.neuron.current_device())
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def cpu_fallback(op, args, kwargs):
+    name = str(op)
+    mode = os.environ.get(FALLBACK_ENV, "warn").lower()
+    if mode == "error":
+        raise RuntimeError(
+            f"neuron: {name} has no neuron lowering and {FALLBACK_ENV}=error forbids running it on the CPU"
+        )
+    metrics.fell_back(name)
+    if mode != "silent" and name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"neuron: {name} is not lowered; it runs on the CPU (copying its inputs to the host and back). "
+            f"torch_neuronx.get_fallback_ops() lists such ops; set {FALLBACK_ENV}=error to make this an error.",
+            stacklevel=3,
+        )
+    device = _neuron_device(args, kwargs)
+
+    def to_cpu(v):
+        if isinstance(v, torch.Tensor) and v.device.type == "neuron":
+            return to_host(v)
+        if isinstance(v, (list, tuple)):
+            return type(v)(to_cpu(x) for x in v)
+        if isinstance(v, torch.device) and v.type == "neuron":
+            return torch.device("cpu")
+        if isinstance(v, str) and v.startswith("neuron"):
+            return "cpu"
+        if isinstance(v, torch.Generator) and v.device.type == "neuron":
+            return None
+        return v
+
+    cpu_args = [to_cpu(a) for a in args]
+    cpu_kwargs = {k: to_cpu(v) for k, v in kwargs.items()}
+    out = op(*cpu_args, **cpu_kwargs)
+    schema = op._schema
+    names = [a.name for a in schema.arguments]
+    by_alias = {}
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            orig = args[i] if i < len(args) else kwargs.get(a.name)
+            new = cpu_args[i] if i < len(args) else cpu_kwargs.get(a.name)
+            if isinstance(orig, torch.Tensor) and orig.device.type == "neuron":
+                if tuple(orig.shape) != tuple(new.shape):
+                    orig.resize_(new.shape)
+                orig.copy_(new)
+            by_alias[frozenset(a.alias_info.before_set)] = orig
+
+    def to_device(v):
+        if isinstance(v, torch.Tensor):
+            return v.to(device)
+        if isinstance(v, (list, tuple)):
+            return type(v)(to_device(x) for x in v)
+        return v
+
+    rets = schema.returns
+    if len(rets) == 1:
+        r = rets[0]
+        if r.alias_info is not None and frozenset(r.alias_info.before_set) in by_alias:
+            return by_alias[frozenset(r.alias_info.before_set)]
+        return to_device(out)
+    results = []
+    for r, v in zip(rets, out):
+        if r.alias_info is not None and frozenset(r.alias_info.before_set) in by_alias:
+            results.append(by_alias[frozenset(r.alias_info.before_set)])
+        else:
+            results.append(to_device(v))
+    del names
+    return tuple(results)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def register() -> None:
+    """Install every neuron kernel (idempotent). Imports no jax."""
+    global _CLONE, _COPY_, _TO_COPY_SPEC
+    if _libs:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        _register_into(lib)
+    except BaseException:
+        lib._destroy()
+        raise
+
+
+def _register_into(lib) -> None:
+    global _CLONE, _COPY_, _TO_COPY_SPEC
+    special = {
+        aten.copy_.default: copy_,
+        aten._copy_from.default: _copy_from,
+        aten._to_copy.default: _to_copy,
+        aten._local_scalar_dense.default: _local_scalar_dense,
+        aten._fused_sdp_choice.default: _fused_sdp_choice,
+    }
+    for op, fn in special.items():
+        lib.impl(op, fn, "PrivateUse1")
+    done = set(special)
+    for op in list(LOWERINGS):
+        for target in [op] + variants(op):
+            if target in done or not _reaches_backend(target):
+                continue
+            done.add(target)
+            lib.impl(target, _kernel(OpSpec(target, op, LOWERINGS[op])), "PrivateUse1")
+    _CLONE = OpSpec(aten.clone.default, aten.clone.default, LOWERINGS[aten.clone.default])
+    _COPY_ = OpSpec(aten.copy_.default, aten.copy.default, LOWERINGS[aten.copy.default])
+    if aten._to_copy.default in LOWERINGS:
+        _TO_COPY_SPEC = OpSpec(aten._to_copy.default, aten._to_copy.default, LOWERINGS[aten._to_copy.default])
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(_fallback, dispatch_key="PrivateUse1")
+    _libs.extend([lib, fallback])
+
+
+def registered_ops() -> set[str]:
+    return {str(op) for op in LOWERINGS}

@@ -1,0 +1,68 @@
+"""The lowering table: ATen overload -> pure jax function. Shared by eager and compiled mode.
+
+A lowering mirrors its ATen schema: it is called with every schema argument, positionally, in schema
+order, defaults filled in (`normalize`). Tensors arrive as jax arrays of the tensor's dtype and
+logical shape, `Tensor[]` as lists, `Scalar`s as 0-d jax values (weakly typed, so they never widen
+a float32 or bfloat16 result), unless named in `static=` (then they arrive as Python numbers, for
+scalars that shape the output). `float` arguments named in `dynamic=` arrive traced too (values
+that vary from call to call, such as a random op's bounds). Every other argument (int, int[], float, bool, str, ScalarType,
+Device...) arrives as the Python value; a `Generator?` argument arrives as a jax PRNG key drawn
+from the device generator. A lowering returns a jax array, or a tuple for several returns; the
+caller casts each to the dtype PyTorch's type promotion gives, so lowerings need not.
+
+Only functional overloads are written here: in-place (`add_.Tensor`) and `out=` (`add.out`)
+variants are derived from them by rule (`eager`), not written twice. Ops that exist only in place
+(`normal_`, `fill_.Scalar`) register under that name and return the new value of `self`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+aten = torch.ops.aten
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    op: torch._ops.OpOverload
+    fn: Callable
+    static: frozenset  # Scalar arguments passed as Python values (they shape the result)
+    dynamic: frozenset = frozenset()  # float arguments passed traced (values that vary call to call)
+
+
+LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
+
+
+def lower(*ops: torch._ops.OpOverload, static: tuple[str, ...] = (), dynamic: tuple[str, ...] = ()):
+    """Register `fn` as the lowering of each ATen overload in `ops`."""
+
+    def register(fn):
+        for op in ops:
+            if op in LOWERINGS:
+                raise RuntimeError(f"{op} is lowered twice ({LOWERINGS[op].fn.__module__}, {fn.__module__})")
+            names = {a.name for a in op._schema.arguments}
+            unknown = (set(static) | set(dynamic)) - names
+            if unknown:
+                raise RuntimeError(f"lowering of {op}: {sorted(unknown)} are not arguments of it")
+            LOWERINGS[op] = Lowering(op, fn, frozenset(static), frozenset(dynamic))
+        return fn
+
+    return register
+
+
+def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
+    """Every schema argument of `op`, in schema order, defaults filled in."""
+    out = []
+    schema_args = op._schema.arguments
+    for i, a in enumerate(schema_args):
+        if i < len(args) and not a.kwarg_only:
+            out.append(args[i])
+        elif a.name in kwargs:
+            out.append(kwargs[a.name])
+        elif a.has_default_value():
+            out.append(a.default_value)
+        else:
+            raise TypeError(f"{op}: missing argument '{a.name}'")
+    return out

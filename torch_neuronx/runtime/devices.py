@@ -1,0 +1,61 @@
+"""NeuronCores as PJRT devices of the selected platform. The only module that asks jax for devices."""
+from __future__ import annotations
+
+import threading
+
+from .. import _jax
+from . import config
+
+_lock = threading.Lock()
+_devices: list | None = None
+
+
+def _set_native_count(n: int) -> None:
+    from .. import _C
+
+    _C._set_device_count(n)
+
+
+def jax_devices() -> list:
+    """The PJRT devices behind neuron:0..N-1 (starts jax on first call)."""
+    global _devices
+    if _devices is not None:
+        return _devices
+    with _lock:
+        if _devices is None:
+            jax = _jax.load()
+            plat = config.platform()
+            try:
+                available = jax.devices(plat)
+            except RuntimeError as e:
+                raise RuntimeError(
+                    f"TORCH_NEURONX_PLATFORM={plat!r}: jax has no such platform here ({e})"
+                ) from None
+            devices = [available[i] for i in config.visible_cores(len(available))]
+            if plat != "cpu":
+                _set_native_count(len(devices))
+            _devices = devices
+    return _devices
+
+
+def is_initialized() -> bool:
+    return _devices is not None
+
+
+def device_count() -> int:
+    if _devices is not None:
+        return len(_devices)
+    if config.platform() == "cpu":
+        return config.cpu_device_count()
+    return len(jax_devices())
+
+
+def jax_device(index: int):
+    devices = jax_devices()
+    if not 0 <= index < len(devices):
+        raise RuntimeError(f"neuron device index {index} is out of range: {len(devices)} devices")
+    return devices[index]
+
+
+def platform_name() -> str:
+    return config.platform()
