@@ -3,6 +3,7 @@
 jax is imported on first device use, never at `import torch`: the modules that need it take `jax`,
 `jnp` and `lax` from here as lazy proxies that import and configure jax on first attribute access.
 """
+import contextlib
 import importlib
 import os
 import threading
@@ -25,11 +26,11 @@ def load():
     with _lock:
         if _jax is not None:
             return _jax
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "xla_force_host_platform_device_count" not in flags:
-            os.environ["XLA_FLAGS"] = (
-                f"{flags} --xla_force_host_platform_device_count={_num_host_devices()}".strip()
-            )
+        # NEURON_RT_NUM_CORES decides how many CPU devices XLA makes (replacing any inherited flag,
+        # e.g. from a parent process that set its own count)
+        flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+        flags.append(f"--xla_force_host_platform_device_count={_num_host_devices()}")
+        os.environ["XLA_FLAGS"] = " ".join(flags)
         import jax
 
         # PyTorch's dtype rules: int64 and float64 stay exact, never silently downcast.
@@ -38,17 +39,58 @@ def load():
         return jax
 
 
+_deferring = False
+
+
+@contextlib.contextmanager
+def deferring():
+    """While the lowering table is imported, `jnp.arccos` and the like name jax functions without
+    importing jax: they resolve on first call."""
+    global _deferring
+    previous, _deferring = _deferring, True
+    try:
+        yield
+    finally:
+        _deferring = previous
+
+
+class _Deferred:
+    __slots__ = ("_module", "_path")
+
+    def __init__(self, module, path):
+        self._module = module
+        self._path = path
+
+    def _resolve(self):
+        obj = self._module._load()
+        for name in self._path:
+            obj = getattr(obj, name)
+        return obj
+
+    def __call__(self, *args, **kwargs):
+        return self._resolve()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if _jax is None and _deferring:
+            return _Deferred(self._module, self._path + (name,))
+        return getattr(self._resolve(), name)
+
+
 class _LazyModule:
     def __init__(self, name):
         self._name = name
         self._mod = None
 
-    def __getattr__(self, attr):
-        mod = self._mod
-        if mod is None:
+    def _load(self):
+        if self._mod is None:
             load()
-            mod = self._mod = importlib.import_module(self._name)
-        return getattr(mod, attr)
+            self._mod = importlib.import_module(self._name)
+        return self._mod
+
+    def __getattr__(self, attr):
+        if self._mod is None and _jax is None and _deferring:
+            return _Deferred(self, (attr,))
+        return getattr(self._load(), attr)
 
 
 jax = _LazyModule("jax")

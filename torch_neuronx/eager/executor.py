@@ -23,7 +23,7 @@ from .. import _C, metrics
 from .._jax import jax
 from ..ops import normalize
 from ..ops._dtypes import UnsupportedDtype, to_numpy_dtype
-from ..runtime import storage, transfer
+from ..runtime import storage
 from ..runtime.devices import jax_device
 from . import layout
 
@@ -34,7 +34,8 @@ _storage_key = _C._storage_key
 _sync = storage.sync
 
 # Argument kinds, from the schema
-_STATIC, _SCALAR, _GENERATOR = 0, 1, 2
+_STATIC, _SCALAR, _GENERATOR, _TENSOR = 0, 1, 2, 3
+_NUMBER_TYPES = (int, float, bool, complex)
 
 
 class DeviceMismatch(RuntimeError):
@@ -45,6 +46,8 @@ def _schema_kind(arg, lowering) -> int:
     t = str(arg.type)
     if t.startswith("Optional[Generator]") or t == "Generator":
         return _GENERATOR
+    if t in ("Tensor", "Optional[Tensor]"):
+        return _TENSOR  # may also receive a Python number (a wrapped scalar): traced like a Scalar
     if lowering is not None and arg.name in lowering.static:
         return _STATIC
     if t in ("number", "Optional[number]"):
@@ -79,6 +82,9 @@ class OpSpec:
             returns.append(alias)  # name of the argument returned, or None for a fresh tensor
         self.returns = returns
         self.single_return = len(schema.returns) == 1
+        # a Generator argument left out still needs a key drawn from the default generator
+        gens = [i for i, k in enumerate(self.kinds) if k == _GENERATOR]
+        self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
         self.n_fresh = sum(1 for r in returns if r is None)
 
 
@@ -127,8 +133,9 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
     dev = t.device
     if dev.type != "neuron":
         if dev.type == "cpu" and t.dim() == 0:
-            # PyTorch lets 0-dim CPU tensors mix with any device, as scalars.
-            call.scalars.append(transfer.torch_to_numpy(t))
+            # PyTorch lets 0-dim CPU tensors mix with any device, as scalars (Python numbers wrapped
+            # as tensors arrive this way): traced as weakly typed numbers, as PyTorch promotes them.
+            call.scalars.append(t.item())
             return ("cpu0", t.dtype)
         _raise_mismatch(call, dev, name)
     index = dev.index
@@ -160,7 +167,7 @@ def _raise_mismatch(call, dev, name):
 def _arg_sig(call: _Call, value, kind: int, name):
     if isinstance(value, _Tensor):
         return _tensor_sig(call, value, name)
-    if kind == _SCALAR:
+    if kind == _SCALAR or (kind == _TENSOR and type(value) in _NUMBER_TYPES):
         if value is None:
             return None
         call.scalars.append(value)
@@ -174,6 +181,8 @@ def _arg_sig(call: _Call, value, kind: int, name):
                 _tensor_sig(call, v, name) if isinstance(v, _Tensor) else None for v in value
             )
         return tuple(value)
+    if type(value) in _NUMBER_TYPES:
+        return (type(value), value)  # 3 and 3.0 are equal keys but give different results
     return value
 
 
@@ -196,6 +205,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         for k, v in kwargs.items():
             sig.append(k)
             sig.append(_arg_sig(call, v, spec.kind_by_name[k], k))
+    gen = spec.generator
+    if gen is not None and gen[0] >= len(args) and gen[1] not in kwargs:
+        call.scalars.append(_GenSlot(None))
+        sig.append(_GENERATOR)
     if call.device is None:
         call.device = _default_device(spec, args, kwargs)
     # what each storage holds now: the buffer's length and dtype, or nothing yet
@@ -308,7 +321,10 @@ def _describe(t):
 
 def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
     device_index = call.device
-    margs, mkwargs, mout = _meta_call(spec, args, kwargs, device_index)
+    try:
+        margs, mkwargs, mout = _meta_call(spec, args, kwargs, device_index)
+    except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
+        raise _named(e, spec.name) from None
 
     # out= tensors of the wrong shape are resized, as PyTorch does, then the call is described anew
     if spec.out_names:
@@ -361,6 +377,8 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
     arg_names = spec.arg_names
     kinds = spec.kinds
     scalar_is_gen = [type(s) is _GenSlot for s in call.scalars]
+    gen = spec.generator
+    add_generator = gen is not None and gen[0] >= len(args) and gen[1] not in kwargs
 
     def program(*inputs):
         bufs = inputs[:n_present]
@@ -397,7 +415,7 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
                 if v.device.type != "neuron":
                     return next(scal)
                 return next(vals)
-            if kind == _SCALAR:
+            if kind == _SCALAR or (kind == _TENSOR and type(v) in _NUMBER_TYPES):
                 return None if v is None else next(scal)
             if kind == _GENERATOR:
                 return next(scal)
@@ -412,6 +430,8 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
             if kname not in out_names:
                 pkwargs[kname] = r
         pargs = [a for i, a in enumerate(pargs) if arg_names[i] not in out_names]
+        if add_generator:
+            pkwargs[spec.generator[1]] = next(scal)
         results = lowering.fn(*normalize(func_op, pargs, pkwargs))
         if not isinstance(results, (tuple, list)):
             results = (results,)
@@ -462,6 +482,14 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
     metrics.compiled(spec.name, entry.compile_s)
     _CACHE[key] = entry
     return entry
+
+
+def _named(e: Exception, op_name: str) -> Exception:
+    message = f"{op_name}: {e}"
+    try:
+        return type(e)(message)
+    except Exception:
+        return RuntimeError(message)
 
 
 def _storage_elems(sizes, strides) -> int:

@@ -25,7 +25,12 @@ _libs: list = []
 
 
 def _reaches_backend(op) -> bool:
-    return not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    """Not composite (PyTorch decomposes those above us), and not one of the C++ shim's kernels."""
+    name = op.name()
+    return not (
+        torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+        or torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+    )
 
 
 def _same_args(a, b) -> bool:

@@ -20,7 +20,10 @@ FAMILIES = (
     "attention",
 )
 
-for _family in FAMILIES:
-    importlib.import_module(f"{__name__}.{_family}")
+from .._jax import deferring
+
+with deferring():
+    for _family in FAMILIES:
+        importlib.import_module(f"{__name__}.{_family}")
 
 __all__ = ["LOWERINGS", "Lowering", "lower", "normalize", "FAMILIES"]

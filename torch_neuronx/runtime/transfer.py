@@ -36,8 +36,11 @@ def numpy_to_torch(a: np.ndarray) -> torch.Tensor:
 
 
 def to_device(a: np.ndarray, index: int):
-    """Copy host data to neuron:index. jax copies it: later writes to `a` are not seen."""
-    return jax.device_put(a, jax_device(index))
+    """Copy host data to neuron:index; later writes to `a` are not seen.
+
+    On the CPU platform jax may alias an aligned host array instead of copying it (even with
+    may_alias=False), so the copy is made here: the device buffer then owns the only reference."""
+    return jax.device_put(np.array(a, copy=True), jax_device(index))
 
 
 def to_host(arr) -> np.ndarray:

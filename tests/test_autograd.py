@@ -1,0 +1,62 @@
+"""Autograd on the device: an MLP's forward and backward match the CPU's values and gradients."""
+import copy
+
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = F.gelu(self.norm(self.fc1(x)))
+        return F.silu(self.fc2(h)).softmax(-1)
+
+
+def test_issue_example():
+    x = torch.randn(4, 8).to("neuron")
+    w = torch.nn.Linear(8, 8).to("neuron")
+    y = torch.nn.functional.gelu(w(x)).softmax(-1)
+    y.sum().backward()
+    assert y.cpu().shape == (4, 8)
+    assert w.weight.grad.device == torch.device("neuron", 0)
+
+
+def test_mlp_forward_backward_matches_cpu():
+    torch.manual_seed(0)
+    cpu = MLP()
+    dev = copy.deepcopy(cpu).to("neuron")
+    x = torch.randn(5, 8)
+    target = torch.randn(5, 4)
+    torch_neuronx.clear_op_tracking()
+    loss_cpu = F.mse_loss(cpu(x), target)
+    loss_dev = F.mse_loss(dev(x.to("neuron")), target.to("neuron"))
+    loss_cpu.backward()
+    loss_dev.backward()
+    torch.testing.assert_close(loss_dev.cpu(), loss_cpu, rtol=1e-5, atol=1e-6)
+    for (name, p_cpu), p_dev in zip(cpu.named_parameters(), dev.parameters()):
+        assert p_dev.grad.device.type == "neuron", name
+        torch.testing.assert_close(p_dev.grad.cpu(), p_cpu.grad, rtol=1e-4, atol=1e-6, msg=name)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_sgd_steps_match_cpu():
+    torch.manual_seed(1)
+    cpu = MLP()
+    dev = copy.deepcopy(cpu).to("neuron")
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1, momentum=0.9)
+    opt_dev = torch.optim.SGD(dev.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(6, 8)
+    for _ in range(3):
+        for model, opt, inp in ((cpu, opt_cpu, x), (dev, opt_dev, x.to("neuron"))):
+            opt.zero_grad()
+            model(inp).pow(2).sum().backward()
+            opt.step()
+    for p_cpu, p_dev in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)

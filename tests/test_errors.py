@@ -1,0 +1,48 @@
+"""Bad input gets PyTorch's kind of error, naming the op, and never crashes the interpreter."""
+import pytest
+import torch
+
+
+def test_mixing_cpu_and_neuron_is_a_device_error():
+    a = torch.ones(3, device="neuron")
+    b = torch.ones(3)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu"):
+        a + b
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mm(torch.ones(2, 2, device="neuron"), torch.ones(2, 2))
+
+
+def test_mixing_neuron_devices_is_a_device_error():
+    with pytest.raises(RuntimeError, match="same device.*neuron:0 and neuron:1"):
+        torch.ones(3, device="neuron:0") * torch.ones(3, device="neuron:1")
+
+
+def test_cpu_scalar_tensor_mixes_like_on_cuda():
+    a = torch.arange(3.0, device="neuron")
+    got = a * torch.tensor(2.0)
+    assert got.device.type == "neuron"
+    assert got.cpu().tolist() == [0.0, 2.0, 4.0]
+
+
+def test_shape_mismatch_names_the_op():
+    with pytest.raises(RuntimeError, match=r"aten.add.Tensor: .*broadcast"):
+        torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
+    with pytest.raises(RuntimeError, match=r"aten.mm.default: .*(cannot be multiplied|same reduction dim)"):
+        torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(4, 2, device="neuron"))
+
+
+def test_unsupported_dtype_is_a_clear_error():
+    with pytest.raises(TypeError, match=r"_to_copy.*complex32 is not supported on the neuron device"):
+        torch.ones(2, device="neuron").to(torch.complex32)
+
+
+def test_inplace_type_error_matches_cpu():
+    a = torch.ones(3, dtype=torch.int64, device="neuron")
+    with pytest.raises(RuntimeError, match=r"aten.add_.Tensor: .*(Promotion|can't be cast)"):
+        a.add_(torch.ones(3, device="neuron") * 0.5)
+
+
+def test_errors_leave_the_device_usable():
+    with pytest.raises(RuntimeError):
+        torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
+    assert (torch.ones(3, device="neuron") + 1).cpu().tolist() == [2.0, 2.0, 2.0]

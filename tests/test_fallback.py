@@ -1,0 +1,55 @@
+"""Ops without a lowering run on the CPU: counted, warned once, or an error when asked."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx
+
+# an op nothing lowers and PyTorch does not decompose (its functional form reaches the backend as .out)
+UNLOWERED = "aten.special_zeta.out"
+
+
+def _zeta(x, q):
+    return torch.special.zeta(x, q)
+
+
+def test_fallback_matches_cpu_and_is_counted_and_warned_once(track):
+    x, q = torch.rand(5) + 1.5, torch.rand(5) + 0.5
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _zeta(x.to("neuron"), q.to("neuron"))
+        _zeta(x.to("neuron"), q.to("neuron"))
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), _zeta(x, q))
+    assert torch_neuronx.get_fallback_ops() == {UNLOWERED: 2}
+    assert "special_zeta" in track.report()
+    msgs = [str(w.message) for w in caught if "not lowered" in str(w.message)]
+    assert len(msgs) <= 1  # warned once per op per process (maybe earlier in this process)
+
+
+def test_fallback_inplace_writes_back_into_the_view():
+    base = torch.zeros(4, 4)
+    dev = base.to("neuron")
+    src = torch.rand(4) + 1.5
+    torch.special.zeta(src, torch.full((4,), 2.0), out=base[:, 1])
+    torch.special.zeta(src.to("neuron"), torch.full((4,), 2.0, device="neuron"), out=dev[:, 1])
+    torch.testing.assert_close(dev.cpu(), base)
+
+
+def test_fallback_can_be_an_error():
+    code = (
+        "import torch\n"
+        "x = torch.rand(3, device='neuron') + 1.5\n"
+        "try:\n"
+        "    torch.special.zeta(x, x)\n"
+        "except RuntimeError as e:\n"
+        "    print('ERR', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TORCH_NEURONX_CPU_FALLBACK": "error"})
+    assert r.returncode == 0, r.stderr
+    assert "ERR" in r.stdout and "special_zeta" in r.stdout and "TORCH_NEURONX_CPU_FALLBACK" in r.stdout

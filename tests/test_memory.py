@@ -1,0 +1,62 @@
+"""Storages own their device buffers: freeing the tensor frees the buffer and the accounting."""
+import gc
+
+import torch
+
+from torch_neuronx.runtime import storage
+
+
+def test_thousand_tensors_return_to_baseline():
+    torch.neuron.empty_cache()
+    base = torch.neuron.memory_allocated()
+    base_buffers = storage.live_buffers()
+    ts = [torch.full((64,), float(i), device="neuron") for i in range(1000)]
+    assert torch.neuron.memory_allocated() == base + 1000 * 64 * 4
+    assert storage.live_buffers() >= base_buffers + 1000
+    assert ts[999][0].item() == 999.0
+    del ts
+    gc.collect()
+    assert torch.neuron.memory_allocated() == base
+    assert storage.live_buffers() == base_buffers
+
+
+def test_views_keep_the_storage_alive():
+    base = torch.neuron.memory_allocated()
+    t = torch.arange(10.0, device="neuron")
+    v = t[2:5]
+    del t
+    gc.collect()
+    assert torch.neuron.memory_allocated() == base + 40
+    assert v.cpu().tolist() == [2.0, 3.0, 4.0]
+    del v
+    gc.collect()
+    assert torch.neuron.memory_allocated() == base
+
+
+def test_peak_and_stats():
+    torch.neuron.reset_peak_memory_stats()
+    base = torch.neuron.memory_allocated()
+    t = torch.empty(1024, device="neuron")
+    del t
+    stats = torch.neuron.memory_stats()
+    assert stats["allocated_bytes.all.peak"] >= base + 4096
+    assert torch.neuron.max_memory_allocated() >= base + 4096
+    assert stats["allocated_bytes.all.current"] == base
+
+
+def test_device_one_is_accounted_separately():
+    base0 = torch.neuron.memory_allocated(0)
+    base1 = torch.neuron.memory_allocated(1)
+    t = torch.ones(256, device="neuron:1")
+    assert torch.neuron.memory_allocated(1) == base1 + 1024
+    assert torch.neuron.memory_allocated(0) == base0
+    del t
+
+
+def test_resize_keeps_contents():
+    t = torch.arange(4.0, device="neuron")
+    t.resize_(8)
+    assert t.shape == (8,)
+    assert t[:4].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    t.resize_(2)
+    assert t.cpu().tolist() == [0.0, 1.0]
