@@ -1,0 +1,274 @@
+"""Gathers and scatters: embedding, index.Tensor, index_put, gather, scatter*, index_add.
+
+Index range checks are the executor's job: these lowerings assume in-range indices and use
+XLA's native modes (gathers PROMISE_IN_BOUNDS, scatters drop out-of-range updates). Negative
+indices wrap only where PyTorch allows them (index.Tensor, index_put). Accumulating scatters of
+float16/bfloat16 add in float32 and round once.
+
+Boolean (or legacy uint8) mask indices give data-dependent shapes: `index.Tensor` refuses them
+(the caller must turn the mask into `nonzero()` indices first); `index_put` supports one mask,
+since its result shape is static: values broadcast over the masked part become a `where`, values
+with one row per True element are scattered to the first `len(values)` True positions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._jax import jnp, lax
+from ._dtypes import is_low_precision
+from ._registry import aten, lower
+
+_F32 = np.dtype(np.float32)
+_MASK_DTYPES = (np.dtype(np.bool_), np.dtype(np.uint8))
+
+
+def _acc(dtype):
+    return _F32 if is_low_precision(dtype) else np.dtype(dtype)
+
+
+def _as_indices(indices):
+    """`Tensor?[]` entries as jax arrays (None kept)."""
+    return [None if i is None else jnp.asarray(i) for i in indices]
+
+
+def _advanced_key(indices):
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+def _along_axis_key(index, dim):
+    """Full index tuple addressing self[..., index[i,j,k], ...] at every position of `index`."""
+    key = [lax.broadcasted_iota(index.dtype, index.shape, d) for d in range(index.ndim)]
+    key[dim] = index
+    return tuple(key)
+
+
+def _slice_to(x, shape):
+    """x[:shape[0], :shape[1], ...] (scatter/gather sources may be larger than the index)."""
+    if tuple(x.shape) == tuple(shape):
+        return x
+    return lax.slice(x, (0,) * x.ndim, tuple(shape))
+
+
+def _scatter_prepare(self, dim, index, src):
+    """(self, index, dim, src, key, undo): 0-d operands viewed as 1-d, src cut (or a scalar
+    broadcast) to index's shape, key addressing every target position."""
+    if self.ndim == 0:
+        self = self.reshape(1)
+        undo = lambda y: y.reshape(())  # noqa: E731
+    else:
+        undo = lambda y: y  # noqa: E731
+    if index.ndim == 0:
+        index = index.reshape(1)
+    dim = dim % self.ndim
+    src = jnp.asarray(src)
+    if src.ndim == 0:
+        src = jnp.broadcast_to(src, index.shape)
+    else:
+        src = _slice_to(src, index.shape)
+    return self, index, dim, src, _along_axis_key(index, dim), undo
+
+
+def _scatter(self, dim, index, src, reduce=None):
+    """scatter / scatter_add / scatter.reduce ('add', 'multiply') of a tensor or scalar src."""
+    if index.size == 0:
+        return self
+    x, index, dim, src, key, undo = _scatter_prepare(self, dim, index, src)
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    if reduce is None:
+        return undo(x.at[key].set(src.astype(x.dtype), **kw))
+    acc = _acc(x.dtype)
+    xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)
+    if reduce == "add":
+        out = xa.at[key].add(sa, **kw)
+    elif reduce == "multiply":
+        out = xa.at[key].multiply(sa, **kw)
+    else:
+        raise ValueError(f"scatter: reduce argument must be 'add' or 'multiply', got {reduce!r}")
+    return undo(out.astype(x.dtype))
+
+
+def _bool_index_put(self, pos, mask, values, accumulate):
+    """self[:, ..., mask] = values (mask at dims pos..pos+mask.ndim-1), static shapes only."""
+    mask = mask.astype(np.bool_)
+    m = mask.ndim
+    post = tuple(self.shape[pos + m:])
+    rank = pos + 1 + len(post)  # rank of the indexed result (..., K, *post)
+    if values.ndim > rank:
+        raise ValueError("index_put: values has more dims than the indexed result")
+    v = values.reshape((1,) * (rank - values.ndim) + tuple(values.shape))
+    if v.shape[pos] == 1:
+        # values broadcast over the selected elements: a select, no scatter.
+        v = v.reshape(v.shape[:pos] + (1,) * m + v.shape[pos + 1:])
+        mk = mask.reshape((1,) * pos + tuple(mask.shape) + (1,) * len(post))
+        if accumulate:
+            acc = _acc(self.dtype)
+            return (self.astype(acc) + jnp.where(mk, v.astype(self.dtype).astype(acc), 0)).astype(self.dtype)
+        return jnp.where(mk, v.astype(self.dtype), self)
+    # one row of values per True element: the number of True elements is v.shape[pos]
+    coords = jnp.nonzero(mask, size=v.shape[pos])
+    key = (slice(None),) * pos + tuple(coords)
+    if accumulate:
+        acc = _acc(self.dtype)
+        return self.astype(acc).at[key].add(v.astype(self.dtype).astype(acc), mode="drop").astype(self.dtype)
+    return self.at[key].set(v.astype(self.dtype), mode="drop")
+
+
+# embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
+@lower(aten.embedding.default)
+def embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
+    return weight.at[indices].get(mode="promise_in_bounds", wrap_negative_indices=False)
+
+
+# embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor
+@lower(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    d = grad_output.shape[-1]
+    idx = indices.reshape(-1)
+    acc = _acc(grad_output.dtype)
+    g = grad_output.reshape(idx.shape[0], d).astype(acc)
+    if padding_idx >= 0:
+        g = jnp.where((idx == padding_idx)[:, None], jnp.zeros((), acc), g)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), acc).at[idx].add(1, mode="drop", wrap_negative_indices=False)
+        g = g / counts.at[idx].get(mode="promise_in_bounds", wrap_negative_indices=False)[:, None]
+    out = jnp.zeros((num_weights, d), acc).at[idx].add(g, mode="drop", wrap_negative_indices=False)
+    return out.astype(grad_output.dtype)
+
+
+# gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+@lower(aten.gather.default)
+def gather(self, dim, index, sparse_grad):
+    if index.size == 0:
+        return jnp.zeros(index.shape, self.dtype)
+    if self.ndim == 0:
+        return self.reshape(index.shape)  # the only valid index is 0
+    if index.ndim == 0:
+        index = index.reshape(1)
+    dim = dim % self.ndim
+    shape = tuple(index.shape[d] if d != dim else self.shape[d] for d in range(self.ndim))
+    x = _slice_to(self, shape)
+    return jnp.take_along_axis(x, index, axis=dim, mode="promise_in_bounds", wrap_negative_indices=False)
+
+
+# index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+@lower(aten.index.Tensor)
+def index_tensor(self, indices):
+    indices = _as_indices(indices)
+    for i in indices:
+        if i is not None and np.dtype(i.dtype) in _MASK_DTYPES:
+            raise NotImplementedError(
+                "index.Tensor with a boolean/uint8 mask has a data-dependent shape; "
+                "index with mask.nonzero() indices instead"
+            )
+    if all(i is None for i in indices):
+        return self
+    return self.at[_advanced_key(indices)].get(mode="promise_in_bounds")
+
+
+# index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor
+@lower(aten.index_add.default)
+def index_add(self, dim, index, source, alpha):
+    acc = _acc(self.dtype)
+    if self.ndim == 0:
+        return (self.astype(acc) + alpha * source.reshape(()).astype(acc)).astype(self.dtype)
+    dim = dim % self.ndim
+    src = source.astype(acc) * alpha
+    if source.ndim == 0:
+        src = src.reshape(1)
+    key = (slice(None),) * dim + (index.reshape(-1),)
+    return self.astype(acc).at[key].add(src, mode="drop", wrap_negative_indices=False).astype(self.dtype)
+
+
+# index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
+@lower(aten.index_put.default)
+def index_put(self, indices, values, accumulate):
+    indices = _as_indices(indices)
+    masks = [p for p, i in enumerate(indices) if i is not None and np.dtype(i.dtype) in _MASK_DTYPES]
+    if masks:
+        others = [i for p, i in enumerate(indices) if i is not None and p != masks[0]]
+        if len(masks) > 1 or others:
+            raise NotImplementedError("index_put: a boolean mask combined with other indices is not supported")
+        # dims before the mask are full slices (None entries)
+        return _bool_index_put(self, masks[0], indices[masks[0]], values, accumulate)
+    if all(i is None for i in indices):
+        v = jnp.broadcast_to(values.astype(self.dtype), self.shape)
+        if accumulate:
+            acc = _acc(self.dtype)
+            return (self.astype(acc) + v.astype(acc)).astype(self.dtype)
+        return v
+    key = _advanced_key(indices)
+    if accumulate:
+        acc = _acc(self.dtype)
+        return self.astype(acc).at[key].add(values.astype(self.dtype).astype(acc), mode="drop").astype(self.dtype)
+    return self.at[key].set(values.astype(self.dtype), mode="drop")
+
+
+# scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+@lower(aten.scatter.reduce)
+def scatter_reduce_legacy(self, dim, index, src, reduce):
+    return _scatter(self, dim, index, src, reduce)
+
+
+# scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+@lower(aten.scatter.src)
+def scatter_src(self, dim, index, src):
+    return _scatter(self, dim, index, src)
+
+
+# scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+@lower(aten.scatter.value)
+def scatter_value(self, dim, index, value):
+    return _scatter(self, dim, index, value)
+
+
+# scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor
+@lower(aten.scatter.value_reduce)
+def scatter_value_reduce(self, dim, index, value, reduce):
+    return _scatter(self, dim, index, value, reduce)
+
+
+# scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+@lower(aten.scatter_add.default)
+def scatter_add(self, dim, index, src):
+    return _scatter(self, dim, index, src, "add")
+
+
+# scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor
+@lower(aten.scatter_reduce.two)
+def scatter_reduce_two(self, dim, index, src, reduce, include_self):
+    if index.size == 0:
+        return self
+    x, index, dim, src, key, undo = _scatter_prepare(self, dim, index, src)
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    acc = _acc(x.dtype)
+    xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)
+    is_float = jnp.issubdtype(acc, np.floating)
+    if reduce == "sum":
+        base = xa if include_self else xa.at[key].set(0, **kw)
+        out = base.at[key].add(sa, **kw)
+    elif reduce == "prod":
+        base = xa if include_self else xa.at[key].set(1, **kw)
+        out = base.at[key].multiply(sa, **kw)
+    elif reduce in ("amax", "amin"):
+        if is_float:
+            ident = -np.inf if reduce == "amax" else np.inf
+        elif acc == np.bool_:
+            ident = reduce == "amin"
+        else:
+            info = np.iinfo(acc)
+            ident = info.min if reduce == "amax" else info.max
+        base = xa if include_self else xa.at[key].set(ident, **kw)
+        out = base.at[key].max(sa, **kw) if reduce == "amax" else base.at[key].min(sa, **kw)
+    elif reduce == "mean":
+        base = xa if include_self else xa.at[key].set(0, **kw)
+        total = base.at[key].add(sa, **kw)
+        ones = jnp.ones(x.shape, acc if is_float else np.int64)
+        count = (ones if include_self else ones.at[key].set(0, **kw)).at[key].add(1, **kw)
+        count = jnp.maximum(count, 1)
+        if is_float:
+            out = total / count
+        else:
+            out = jnp.floor_divide(total, count.astype(acc))
+    else:
+        raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+    return undo(out.astype(x.dtype))

@@ -1,0 +1,116 @@
+"""Matrix products: mm/bmm/addmm/baddbmm/addbmm/addmv/mv/dot/vdot/_addmm_activation.
+
+float32 products use Precision.HIGHEST (true float32, no bf16 passes); float16/bfloat16 products
+accumulate in float32 (`preferred_element_type`), the `beta`/`alpha` epilogue is applied in float32
+too, and the result is rounded once. As in BLAS, `beta == 0` ignores `self` (NaN included) and
+`alpha == 0` ignores the product. `matmul`, `linear`, `outer` are CompositeImplicitAutograd and
+reach the backend as these ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._jax import jnp, lax
+from ._dtypes import is_low_precision, opmath
+from ._registry import aten, lower
+
+_F32 = np.dtype(np.float32)
+
+
+def _precision(dtype):
+    return lax.Precision.HIGHEST if jnp.issubdtype(np.dtype(dtype), np.floating) else None
+
+
+def _dot(a, b, contract, batch=((), ())):
+    """lax.dot_general in PyTorch's precision: float32 accumulation for 16-bit floats."""
+    pet = _F32 if is_low_precision(a.dtype) else None
+    return lax.dot_general(
+        a, b, (contract, batch), precision=_precision(a.dtype), preferred_element_type=pet
+    )
+
+
+def _matmul(a, b):
+    """a (..., n, k) @ b (..., k, m) with the same leading batch dims (or 1-d operands)."""
+    if a.ndim == 1 and b.ndim == 1:
+        return _dot(a, b, ((0,), (0,)))
+    if b.ndim == 1:
+        return _dot(a, b, ((a.ndim - 1,), (0,)))
+    nb = a.ndim - 2
+    batch = tuple(range(nb))
+    return _dot(a, b, ((a.ndim - 1,), (b.ndim - 2,)), (batch, batch))
+
+
+def _epilogue(self, prod, beta, alpha, out_dtype):
+    """beta * self + alpha * prod, computed in prod's (accumulation) dtype, BLAS zero rules."""
+    zero = jnp.zeros((), prod.dtype)
+    scaled = jnp.where(alpha == 0, zero, alpha * prod)
+    s = opmath(self).astype(prod.dtype)
+    bias = jnp.where(beta == 0, zero, beta * s)
+    return (bias + scaled).astype(out_dtype)
+
+
+# _addmm_activation(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, bool use_gelu=False) -> Tensor
+@lower(aten._addmm_activation.default)
+def _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu):
+    acc = _F32 if is_low_precision(mat1.dtype) else mat1.dtype
+    y = _epilogue(self, _matmul(mat1, mat2), beta, alpha, acc)
+    if use_gelu:  # the CPU kernel applies the exact (erf) gelu
+        y = 0.5 * y * (1.0 + lax.erf(y * 0.7071067811865476))
+    else:
+        y = jnp.maximum(y, jnp.zeros((), y.dtype))
+    return y.astype(mat1.dtype)
+
+
+# addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+@lower(aten.addbmm.default)
+def addbmm(self, batch1, batch2, beta, alpha):
+    prod = _dot(batch1, batch2, ((0, 2), (0, 1)))  # sum over the batch and the inner dim
+    return _epilogue(self, prod, beta, alpha, batch1.dtype)
+
+
+# addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+@lower(aten.addmm.default)
+def addmm(self, mat1, mat2, beta, alpha):
+    return _epilogue(self, _matmul(mat1, mat2), beta, alpha, mat1.dtype)
+
+
+# addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+@lower(aten.addmv.default)
+def addmv(self, mat, vec, beta, alpha):
+    return _epilogue(self, _matmul(mat, vec), beta, alpha, mat.dtype)
+
+
+# baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+@lower(aten.baddbmm.default)
+def baddbmm(self, batch1, batch2, beta, alpha):
+    return _epilogue(self, _matmul(batch1, batch2), beta, alpha, batch1.dtype)
+
+
+# bmm(Tensor self, Tensor mat2) -> Tensor
+@lower(aten.bmm.default)
+def bmm(self, mat2):
+    return _matmul(self, mat2).astype(self.dtype)
+
+
+# dot(Tensor self, Tensor tensor) -> Tensor
+@lower(aten.dot.default)
+def dot(self, tensor):
+    return _matmul(self, tensor).astype(self.dtype)
+
+
+# mm(Tensor self, Tensor mat2) -> Tensor
+@lower(aten.mm.default)
+def mm(self, mat2):
+    return _matmul(self, mat2).astype(self.dtype)
+
+
+# mv(Tensor self, Tensor vec) -> Tensor
+@lower(aten.mv.default)
+def mv(self, vec):
+    return _matmul(self, vec).astype(self.dtype)
+
+
+# vdot(Tensor self, Tensor other) -> Tensor
+@lower(aten.vdot.default)
+def vdot(self, other):
+    return _matmul(jnp.conj(self), other).astype(self.dtype)

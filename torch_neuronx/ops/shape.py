@@ -1,0 +1,109 @@
+"""Copying shape ops: cat/stack/constant_pad_nd/repeat/flip/roll/tril/triu/index_select.
+
+Views (view, permute, expand, squeeze, split, ...) and clone are not lowered here.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .._jax import jnp, lax
+from ._dtypes import to_numpy_dtype, to_torch_dtype
+from ._registry import aten, lower
+
+
+def _promoted(tensors):
+    """The dtype torch.cat/stack give a list of tensors (type promotion across all of them)."""
+    dtype = functools.reduce(torch.promote_types, (to_torch_dtype(t.dtype) for t in tensors))
+    return to_numpy_dtype(dtype)
+
+
+# cat(Tensor[] tensors, int dim=0) -> Tensor
+@lower(aten.cat.default)
+def cat(tensors, dim):
+    dtype = _promoted(tensors)
+    # PyTorch skips legacy empty tensors of shape (0,) whatever the other tensors' rank.
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    if not kept:
+        return tensors[0].astype(dtype)
+    ndim = kept[0].ndim
+    kept = [t.astype(dtype) for t in kept]
+    if len(kept) == 1:
+        return kept[0]
+    return jnp.concatenate(kept, axis=dim % ndim)
+
+
+# constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
+@lower(aten.constant_pad_nd.default)
+def constant_pad_nd(self, pad, value):
+    if len(pad) % 2 or len(pad) // 2 > self.ndim:
+        raise ValueError(f"constant_pad_nd: invalid padding {list(pad)} for a {self.ndim}-d tensor")
+    config = [(0, 0, 0)] * self.ndim
+    for i in range(len(pad) // 2):
+        config[self.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]), 0)
+    # negative padding crops, as lax.pad does
+    return lax.pad(self, jnp.asarray(value).astype(self.dtype), config)
+
+
+# flip(Tensor self, int[] dims) -> Tensor
+@lower(aten.flip.default)
+def flip(self, dims):
+    if self.ndim == 0 or not dims:
+        return self
+    return jnp.flip(self, axis=tuple(sorted({d % self.ndim for d in dims})))
+
+
+# index_select(Tensor self, int dim, Tensor index) -> Tensor
+@lower(aten.index_select.default)
+def index_select(self, dim, index):
+    if self.ndim == 0:
+        return self  # the only valid index is 0
+    dim = dim % self.ndim
+    # negative indices are errors in PyTorch; range checks belong to the executor
+    return self.at[(slice(None),) * dim + (index.reshape(-1),)].get(
+        mode="promise_in_bounds", wrap_negative_indices=False
+    )
+
+
+# repeat(Tensor self, SymInt[] repeats) -> Tensor
+@lower(aten.repeat.default)
+def repeat(self, repeats):
+    repeats = tuple(int(r) for r in repeats)
+    if len(repeats) < self.ndim:
+        raise ValueError("repeat: the number of repeats can not be smaller than the number of dimensions")
+    x = self.reshape((1,) * (len(repeats) - self.ndim) + tuple(self.shape))
+    return jnp.tile(x, repeats)
+
+
+# roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor
+@lower(aten.roll.default)
+def roll(self, shifts, dims):
+    if self.size == 0:
+        return self
+    if not dims:
+        if len(shifts) != 1:
+            raise ValueError("roll: without dims, shifts must have one element")
+        return jnp.roll(self.reshape(-1), int(shifts[0])).reshape(self.shape)
+    if len(shifts) != len(dims):
+        raise ValueError("roll: shifts and dims must have the same length")
+    return jnp.roll(self, tuple(int(s) for s in shifts), tuple(d % self.ndim for d in dims))
+
+
+# stack(Tensor[] tensors, int dim=0) -> Tensor
+@lower(aten.stack.default)
+def stack(tensors, dim):
+    dtype = _promoted(tensors)
+    return jnp.stack([t.astype(dtype) for t in tensors], axis=dim % (tensors[0].ndim + 1))
+
+
+# tril(Tensor self, SymInt diagonal=0) -> Tensor
+@lower(aten.tril.default)
+def tril(self, diagonal):
+    return jnp.tril(self, k=int(diagonal))
+
+
+# triu(Tensor self, SymInt diagonal=0) -> Tensor
+@lower(aten.triu.default)
+def triu(self, diagonal):
+    return jnp.triu(self, k=int(diagonal))
