@@ -12,9 +12,7 @@ shape checks and error messages, its result dtypes and its output strides.
 """
 from __future__ import annotations
 
-import math
 import time
-from typing import Any
 
 import numpy as _np
 import torch
@@ -85,15 +83,16 @@ class OpSpec:
         # a Generator argument left out still needs a key drawn from the default generator
         gens = [i for i, k in enumerate(self.kinds) if k == _GENERATOR]
         self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
-        self.n_fresh = sum(1 for r in returns if r is None)
 
 
 class Entry:
-    __slots__ = ("fn", "fresh", "n_updates", "write_slots", "device", "compile_s")
+    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "compile_s")
 
-    def __init__(self, fn, fresh, write_slots, device):
+    def __init__(self, fn, fresh, returns, write_slots, device):
         self.fn = fn
         self.fresh = fresh  # (sizes, strides, dtype) of each fresh output, in return order
+        # per schema return: ("arg", name) | ("tensor", i into fresh) | ("const", None or int)
+        self.returns = returns
         self.write_slots = write_slots  # storage keys' slot numbers updated, in output order
         self.device = device
         self.compile_s = 0.0
@@ -260,17 +259,18 @@ def _finish(spec, args, kwargs, call, entry, outs):
     for slot, buf in zip(entry.write_slots, updates):
         _BUFFERS[call.slot_keys[slot][0]] = buf
     results = []
-    fresh_iter = iter(zip(entry.fresh, fresh_bufs))
-    for ret in spec.returns:
-        if ret is None:
-            (sizes, strides, dtype), buf = next(fresh_iter)
+    for kind, what in entry.returns:
+        if kind == "tensor":
+            sizes, strides, dtype = entry.fresh[what]
             t = torch.empty_strided(sizes, strides, dtype=dtype, device=entry.device)
             k = _storage_key(t)
             if k:
-                _BUFFERS[k] = buf
+                _BUFFERS[k] = fresh_bufs[what]
             results.append(t)
+        elif kind == "arg":
+            results.append(_arg_value(spec, args, kwargs, what))
         else:
-            results.append(_arg_value(spec, args, kwargs, ret))
+            results.append(what)
     if spec.single_return:
         return results[0]
     return tuple(results)
@@ -338,14 +338,27 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         if resized:
             return None
 
-    mouts = list(mout) if isinstance(mout, (tuple, list)) else [mout]
-    fresh = []
+    mouts = list(mout) if isinstance(mout, (tuple, list)) and not spec.single_return else [mout]
+    # Which lowering outputs become what: a functional lowering returns one value per schema
+    # return (None/ints where the op returns those; their values come from meta), then the new
+    # values of the arguments the op writes.
+    fresh, returns, take = [], [], []
+    n_own = 0
     for ret, m in zip(spec.returns, mouts):
-        if ret is None:
-            if not isinstance(m, _Tensor):
-                raise NotImplementedError(f"neuron: {spec.name} returns a non-tensor; it needs its own kernel")
+        if ret is not None:
+            returns.append(("arg", ret))
+            continue
+        if isinstance(m, _Tensor):
+            returns.append(("tensor", len(fresh)))
             fresh.append((tuple(m.shape), tuple(m.stride()), m.dtype))
+            take.append(n_own)
+        elif m is None or isinstance(m, (int, float, bool)):
+            returns.append(("const", m))
+        else:
+            raise NotImplementedError(f"neuron: {spec.name} returns {type(m).__name__}; it needs its own kernel")
+        n_own += 1
     written = [(_arg_value(spec, margs, mkwargs, n), n) for n in spec.written]
+    take.extend(n_own + k for k in range(len(written)))
     for w, name in written:
         if isinstance(w, _Tensor):
             _check_no_overlap(spec, w, name)
@@ -435,11 +448,9 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         results = lowering.fn(*normalize(func_op, pargs, pkwargs))
         if not isinstance(results, (tuple, list)):
             results = (results,)
-        results = list(results)[: len(lowering_out_dtypes)]
-        if len(results) != len(lowering_out_dtypes):
-            raise RuntimeError(
-                f"lowering of {func_op} returned {len(results)} arrays, {len(lowering_out_dtypes)} expected"
-            )
+        if len(results) <= max(take, default=-1):
+            raise RuntimeError(f"lowering of {func_op} returned {len(results)} values, {max(take) + 1} expected")
+        results = [results[i] for i in take]
         results = [r.astype(to_numpy_dtype(d)) for r, d in zip(results, lowering_out_dtypes)]
         out_bufs = []
         for (sizes, strides, dtype), r in zip(fresh, results):
@@ -457,7 +468,7 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         return tuple(out_bufs) + tuple(updated[s] for s in write_slots)
 
     donate = tuple(slot_input[s] for s in write_slots if slot_input[s] is not None)
-    entry = Entry(None, fresh, write_slots, torch.device("neuron", device_index))
+    entry = Entry(None, fresh, returns, write_slots, torch.device("neuron", device_index))
     # compile now, on this call's inputs, so compile errors name the op
     inputs = [b for b in buffers if b is not None]
     probe_scalars = []

@@ -7,7 +7,7 @@ has one, else the CPU (counted, warned once per op, or an error with TORCH_NEURO
 """
 from __future__ import annotations
 
-import math
+import functools
 import os
 import threading
 import warnings
@@ -59,19 +59,19 @@ def variants(op):
     return found
 
 
-def _kernel(spec: OpSpec):
+def _kernel(op, functional, lowering):
+    """The PrivateUse1 kernel of `op`; its OpSpec is built on first call (keeps `import torch` fast)."""
     run = executor.run
+    spec = None
 
     def kernel(*args, **kwargs):
+        nonlocal spec
+        if spec is None:
+            spec = OpSpec(op, functional, lowering)
         return run(spec, args, kwargs)
 
-    kernel.__name__ = f"neuron_{spec.name}"
+    kernel.__name__ = f"neuron_{op}"
     return kernel
-
-
-def _spec(op) -> OpSpec:
-    lowering = LOWERINGS[op]
-    return OpSpec(op, op, lowering)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -86,8 +86,10 @@ def _whole_storage(t) -> int:
     return 0
 
 
-_CLONE = None
-_COPY_ = None
+@functools.cache
+def _spec(op, functional=None) -> OpSpec:
+    functional = functional or op
+    return OpSpec(op, functional, LOWERINGS[functional])
 
 
 def device_array(t: torch.Tensor):
@@ -98,7 +100,7 @@ def device_array(t: torch.Tensor):
         buf = storage.BUFFERS.get(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
             return buf.reshape(t.shape) if t.dim() != 1 else buf
-    c = executor.run(_CLONE, (t,), {"memory_format": torch.contiguous_format})
+    c = executor.run(_spec(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
     buf = storage.BUFFERS.get(_C._storage_key(c))
     if buf is None:  # nothing was ever written: zeros
         from .._jax import jnp
@@ -128,13 +130,13 @@ def _copy_into(dst: torch.Tensor, arr) -> None:
         storage.BUFFERS[key] = arr
         return
     tmp = _wrap(arr, dst.shape, dst.dtype, dst.device)
-    executor.run(_COPY_, (dst, tmp), {})
+    executor.run(_spec(aten.copy_.default, aten.copy.default), (dst, tmp), {})
 
 
 def copy_(self, src, non_blocking=False):
     if self.device.type == "neuron":
         if src.device == self.device:
-            return executor.run(_COPY_, (self, src, non_blocking), {})
+            return executor.run(_spec(aten.copy_.default, aten.copy.default), (self, src, non_blocking), {})
         if self.numel() == 0:
             return self
         if src.device.type == "neuron":
@@ -155,16 +157,13 @@ def _copy_from(self, dst, non_blocking=False):
     return dst
 
 
-_TO_COPY_SPEC = None
-
-
 def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     target = torch.device(device) if device is not None else self.device
     if target.type == "neuron" and target.index is None:
         target = torch.device("neuron", torch.neuron.current_device())
-    if target == self.device and _TO_COPY_SPEC is not None:
+    if target == self.device:
         kwargs = {"dtype": dtype, "memory_format": memory_format}
-        return executor.run(_TO_COPY_SPEC, (self,), {k: v for k, v in kwargs.items() if v is not None})
+        return executor.run(_spec(aten._to_copy.default), (self,), {k: v for k, v in kwargs.items() if v is not None})
     dtype = dtype if dtype is not None else self.dtype
     if memory_format in (None, torch.preserve_format) and _dense(self):
         out = torch.empty_strided(self.shape, self.stride(), dtype=dtype, device=target, pin_memory=bool(pin_memory))
@@ -309,7 +308,6 @@ def cpu_fallback(op, args, kwargs):
 
 def register() -> None:
     """Install every neuron kernel (idempotent). Imports no jax."""
-    global _CLONE, _COPY_, _TO_COPY_SPEC
     if _libs:
         return
     lib = torch.library.Library("aten", "IMPL")
@@ -321,7 +319,6 @@ def register() -> None:
 
 
 def _register_into(lib) -> None:
-    global _CLONE, _COPY_, _TO_COPY_SPEC
     special = {
         aten.copy_.default: copy_,
         aten._copy_from.default: _copy_from,
@@ -337,11 +334,7 @@ def _register_into(lib) -> None:
             if target in done or not _reaches_backend(target):
                 continue
             done.add(target)
-            lib.impl(target, _kernel(OpSpec(target, op, LOWERINGS[op])), "PrivateUse1")
-    _CLONE = OpSpec(aten.clone.default, aten.clone.default, LOWERINGS[aten.clone.default])
-    _COPY_ = OpSpec(aten.copy_.default, aten.copy.default, LOWERINGS[aten.copy.default])
-    if aten._to_copy.default in LOWERINGS:
-        _TO_COPY_SPEC = OpSpec(aten._to_copy.default, aten._to_copy.default, LOWERINGS[aten._to_copy.default])
+            lib.impl(target, _kernel(target, op, LOWERINGS[op]), "PrivateUse1")
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_fallback, dispatch_key="PrivateUse1")
     _libs.extend([lib, fallback])

@@ -9,7 +9,6 @@ and moves; `sync()` applies them, in order, before each op.
 from __future__ import annotations
 
 from .. import _C
-from .._jax import jnp
 
 # key -> flat jax array (1-D) of the dtype that last wrote it
 BUFFERS: dict[int, object] = {}
