@@ -46,3 +46,28 @@ def test_errors_leave_the_device_usable():
     with pytest.raises(RuntimeError):
         torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
     assert (torch.ones(3, device="neuron") + 1).cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+INDEX_ERRORS = {
+    "embedding": (lambda w, i: torch.nn.functional.embedding(i, w), IndexError, "index out of range"),
+    "index_select": (lambda w, i: w.index_select(0, i), IndexError, "index out of range"),
+    "index": (lambda w, i: w[i], IndexError, "out of bounds"),
+    "index_put": (lambda w, i: w.index_put_((i,), torch.zeros(1, 4, device=w.device)), IndexError, "out of bounds"),
+    "gather": (lambda w, i: torch.gather(w, 0, i.view(1, 1).expand(1, 4)), RuntimeError, "out of bounds"),
+    "scatter_add": (lambda w, i: w.scatter_add(0, i.view(1, 1).expand(1, 4), torch.ones(1, 4, device=w.device)),
+                    RuntimeError, "out of bounds"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_ERRORS))
+def test_out_of_range_indices_raise_as_on_cpu(name):
+    """XLA clamps out-of-range gathers silently; the device raises as the CPU does."""
+    fn, error, text = INDEX_ERRORS[name]
+    w = torch.randn(10, 4)
+    bad = torch.tensor([10])
+    with pytest.raises(error):
+        fn(w.clone(), bad)  # the CPU raises this kind of error
+    with pytest.raises(error, match=text):
+        fn(w.to("neuron"), bad.to("neuron"))
+    ok = torch.tensor([9])
+    torch.testing.assert_close(fn(w.to("neuron"), ok.to("neuron")).cpu(), fn(w.clone(), ok))

@@ -18,8 +18,9 @@ import numpy as _np
 import torch
 
 from .. import _C, metrics
-from .._jax import jax
+from .._jax import jax, jnp
 from ..ops import normalize
+from ..ops._registry import CheckedCall
 from ..ops._dtypes import UnsupportedDtype, to_numpy_dtype
 from ..runtime import storage
 from ..runtime.devices import jax_device
@@ -86,13 +87,14 @@ class OpSpec:
 
 
 class Entry:
-    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "compile_s")
+    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "compile_s", "checks")
 
     def __init__(self, fn, fresh, returns, write_slots, device):
         self.fn = fn
         self.fresh = fresh  # (sizes, strides, dtype) of each fresh output, in return order
         # per schema return: ("arg", name) | ("tensor", i into fresh) | ("const", None or int)
         self.returns = returns
+        self.checks = []  # (exception type, message) of each value check the program computes
         self.write_slots = write_slots  # storage keys' slot numbers updated, in output order
         self.device = device
         self.compile_s = 0.0
@@ -234,7 +236,19 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         else:
             inputs.append(s)
     outs = entry.fn(*inputs)
+    if entry.checks:
+        return _finish_checked(spec, args, kwargs, call, entry, outs)
     return _finish(spec, args, kwargs, call, entry, outs)
+
+
+def _finish_checked(spec, args, kwargs, call, entry, outs):
+    """Ops whose inputs must be checked by value (indices): this waits for the device."""
+    failed = _np.asarray(outs[-1])
+    result = _finish(spec, args, kwargs, call, entry, outs[:-1])
+    for bad, (error, message) in zip(failed, entry.checks):
+        if bad:
+            raise error(f"{spec.name}: {message}")
+    return result
 
 
 class _GenSlot:
@@ -445,7 +459,9 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         pargs = [a for i, a in enumerate(pargs) if arg_names[i] not in out_names]
         if add_generator:
             pkwargs[spec.generator[1]] = next(scal)
-        results = lowering.fn(*normalize(func_op, pargs, pkwargs))
+        with CheckedCall() as checked:
+            results = lowering.fn(*normalize(func_op, pargs, pkwargs))
+        entry.checks = [(error, message) for _ok, error, message in checked.checks]
         if not isinstance(results, (tuple, list)):
             results = (results,)
         if len(results) <= max(take, default=-1):
@@ -465,7 +481,10 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
                     base, to_numpy_dtype(dtype), slot_lengths[slot] // to_numpy_dtype(dtype).itemsize
                 )
             updated[slot] = layout.write(base, r, sizes, strides, offset)
-        return tuple(out_bufs) + tuple(updated[s] for s in write_slots)
+        outputs = tuple(out_bufs) + tuple(updated[s] for s in write_slots)
+        if checked.checks:  # one bool per check: True where it failed
+            outputs += (jnp.stack([~jnp.asarray(ok) for ok, _e, _m in checked.checks]),)
+        return outputs
 
     donate = tuple(slot_input[s] for s in write_slots if slot_input[s] is not None)
     entry = Entry(None, fresh, returns, write_slots, torch.device("neuron", device_index))

@@ -66,3 +66,37 @@ def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
         else:
             raise TypeError(f"{op}: missing argument '{a.name}'")
     return out
+
+
+# ---- checks on values (out-of-range indices): computed inside the op's executable, raised by the caller
+
+_checks: list | None = None
+
+
+class CheckedCall:
+    """Collects the `require`s a lowering makes while it is traced."""
+
+    def __enter__(self):
+        global _checks
+        self._outer, _checks = _checks, []
+        self.checks = _checks
+        return self
+
+    def __exit__(self, *exc):
+        global _checks
+        _checks = self._outer
+        return False
+
+
+def require(ok, error: type[Exception], message: str) -> None:
+    """Inside a lowering: `ok` (a traced bool) must hold, else the op raises `error(message)` as
+    PyTorch's CPU kernel would (XLA itself would clamp an out-of-range index silently)."""
+    if _checks is not None:
+        _checks.append((ok, error, message))
+
+
+def require_in_range(index, size: int, error: type[Exception], message: str, allow_negative: bool) -> None:
+    from .._jax import jnp
+
+    low = -size if allow_negative else 0
+    require(jnp.all((index >= low) & (index < size)), error, message)

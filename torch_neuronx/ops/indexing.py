@@ -16,7 +16,7 @@ import numpy as np
 
 from .._jax import jnp, lax
 from ._dtypes import is_low_precision
-from ._registry import aten, lower
+from ._registry import aten, lower, require_in_range
 
 _F32 = np.dtype(np.float32)
 _MASK_DTYPES = (np.dtype(np.bool_), np.dtype(np.uint8))
@@ -68,11 +68,25 @@ def _scatter_prepare(self, dim, index, src):
     return self, index, dim, src, _along_axis_key(index, dim), undo
 
 
+def _check_along(x, dim, index, op):
+    require_in_range(index, x.shape[dim], RuntimeError,
+                     f"{op}: index out of bounds for dimension {dim} with size {x.shape[dim]}", False)
+
+
+def _check_advanced(self, indices):
+    """index/index_put: each index tensor within its dimension (negative ones count from the end)."""
+    for d, i in enumerate(indices):
+        if i is not None and np.dtype(i.dtype) not in _MASK_DTYPES:
+            n = self.shape[d]
+            require_in_range(i, n, IndexError, f"index out of bounds for dimension {d} with size {n}", True)
+
+
 def _scatter(self, dim, index, src, reduce=None):
     """scatter / scatter_add / scatter.reduce ('add', 'multiply') of a tensor or scalar src."""
     if index.size == 0:
         return self
     x, index, dim, src, key, undo = _scatter_prepare(self, dim, index, src)
+    _check_along(x, dim, index, "scatter")
     kw = dict(mode="drop", wrap_negative_indices=False)
     if reduce is None:
         return undo(x.at[key].set(src.astype(x.dtype), **kw))
@@ -116,6 +130,7 @@ def _bool_index_put(self, pos, mask, values, accumulate):
 # embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
 @lower(aten.embedding.default)
 def embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
+    require_in_range(indices, weight.shape[0], IndexError, "index out of range in self", False)
     return weight.at[indices].get(mode="promise_in_bounds", wrap_negative_indices=False)
 
 
@@ -145,6 +160,7 @@ def gather(self, dim, index, sparse_grad):
     if index.ndim == 0:
         index = index.reshape(1)
     dim = dim % self.ndim
+    _check_along(self, dim, index, "gather")
     shape = tuple(index.shape[d] if d != dim else self.shape[d] for d in range(self.ndim))
     x = _slice_to(self, shape)
     return jnp.take_along_axis(x, index, axis=dim, mode="promise_in_bounds", wrap_negative_indices=False)
@@ -162,6 +178,7 @@ def index_tensor(self, indices):
             )
     if all(i is None for i in indices):
         return self
+    _check_advanced(self, indices)
     return self.at[_advanced_key(indices)].get(mode="promise_in_bounds")
 
 
@@ -172,6 +189,7 @@ def index_add(self, dim, index, source, alpha):
     if self.ndim == 0:
         return (self.astype(acc) + alpha * source.reshape(()).astype(acc)).astype(self.dtype)
     dim = dim % self.ndim
+    require_in_range(index, self.shape[dim], IndexError, "index_add: index out of range in self", False)
     src = source.astype(acc) * alpha
     if source.ndim == 0:
         src = src.reshape(1)
@@ -196,6 +214,7 @@ def index_put(self, indices, values, accumulate):
             acc = _acc(self.dtype)
             return (self.astype(acc) + v.astype(acc)).astype(self.dtype)
         return v
+    _check_advanced(self, indices)
     key = _advanced_key(indices)
     if accumulate:
         acc = _acc(self.dtype)
@@ -239,6 +258,7 @@ def scatter_reduce_two(self, dim, index, src, reduce, include_self):
     if index.size == 0:
         return self
     x, index, dim, src, key, undo = _scatter_prepare(self, dim, index, src)
+    _check_along(x, dim, index, "scatter_reduce")
     kw = dict(mode="drop", wrap_negative_indices=False)
     acc = _acc(x.dtype)
     xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)

@@ -10,7 +10,7 @@ import torch
 
 from .._jax import jnp, lax
 from ._dtypes import to_numpy_dtype, to_torch_dtype
-from ._registry import aten, lower
+from ._registry import aten, lower, require_in_range
 
 
 def _promoted(tensors):
@@ -60,7 +60,7 @@ def index_select(self, dim, index):
     if self.ndim == 0:
         return self  # the only valid index is 0
     dim = dim % self.ndim
-    # negative indices are errors in PyTorch; range checks belong to the executor
+    require_in_range(index, self.shape[dim], IndexError, "index out of range in self", False)
     return self.at[(slice(None),) * dim + (index.reshape(-1),)].get(
         mode="promise_in_bounds", wrap_negative_indices=False
     )
