@@ -1,0 +1,1049 @@
+"""Elementwise ops: arithmetic, math functions, activations and their backward ops, comparisons,
+bitwise/logical ops, selection, and dtype conversion (`_to_copy`).
+
+PyTorch CPU semantics: the result dtype follows PyTorch's type promotion (`result_dtype`: dimensioned
+tensors > 0-d tensors > Scalars, by category), float16/bfloat16 math runs in float32 and rounds once
+(`_compute`), integer division/remainder follow C/Python rules as ATen does.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .._jax import jax, jnp, lax
+from ._dtypes import is_low_precision, to_numpy_dtype
+from ._registry import aten, lower
+
+# ---------------------------------------------------------------------------------------------
+# dtype helpers (shared with factory.py / random.py)
+# ---------------------------------------------------------------------------------------------
+
+_BOOL = np.dtype(np.bool_)
+_F32 = np.dtype(np.float32)
+
+
+def _category(dt) -> int:
+    """0 bool, 1 integer, 2 floating, 3 complex (PyTorch's promotion categories)."""
+    dt = np.dtype(dt)
+    if dt == _BOOL:
+        return 0
+    if jnp.issubdtype(dt, jnp.integer):
+        return 1
+    if jnp.issubdtype(dt, jnp.complexfloating):
+        return 3
+    return 2
+
+
+def _is_float(dt) -> bool:
+    return _category(dt) == 2
+
+
+def _is_floatlike(dt) -> bool:
+    return _category(dt) >= 2
+
+
+def _is_int(dt) -> bool:
+    return _category(dt) == 1
+
+
+def default_float():
+    return to_numpy_dtype(torch.get_default_dtype())
+
+
+def _default_complex():
+    return np.dtype(np.complex128) if default_float() == np.float64 else np.dtype(np.complex64)
+
+
+def _wrapped_dtype(cat: int):
+    """The dtype a Python Scalar of this category takes part in promotion with."""
+    return (_BOOL, np.dtype(np.int64), default_float(), _default_complex())[cat]
+
+
+def _is_weak(x) -> bool:
+    try:
+        return bool(jax.typeof(x).weak_type)
+    except Exception:  # noqa: BLE001 - not a jax value
+        return False
+
+
+def _promote(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return np.dtype(jnp.promote_types(a, b))
+
+
+def _combine(higher, lower):
+    # c10's combine_categories: a lower-priority group only matters when it is of a higher category.
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if _category(higher) == 3:
+        return higher
+    if _category(lower) == 3:
+        if _category(higher) == 2:
+            return np.dtype(jnp.promote_types(higher, np.complex64))
+        return lower
+    if _category(higher) == 2:
+        return higher
+    if higher == _BOOL or _category(lower) == 2:
+        return _promote(higher, lower)
+    return higher
+
+
+def result_dtype(*xs):
+    """PyTorch's `result_type` over tensors (jax arrays), Scalars (weak 0-d jax values) and Python numbers."""
+    dim = zero = wrapped = None
+    for x in xs:
+        if x is None:
+            continue
+        if isinstance(x, (bool, np.bool_)):
+            wrapped = _promote(wrapped, _BOOL)
+        elif isinstance(x, (int, np.integer)):
+            wrapped = _promote(wrapped, np.dtype(np.int64))
+        elif isinstance(x, (float, np.floating)):
+            wrapped = _promote(wrapped, default_float())
+        elif isinstance(x, complex):
+            wrapped = _promote(wrapped, _default_complex())
+        else:
+            dt = np.dtype(x.dtype)
+            if _is_weak(x):
+                wrapped = _promote(wrapped, _wrapped_dtype(_category(dt)))
+            elif jnp.ndim(x) == 0:
+                zero = _promote(zero, dt)
+            else:
+                dim = _promote(dim, dt)
+    return _combine(dim, _combine(zero, wrapped))
+
+
+def _compute(dt):
+    """The dtype PyTorch's CPU kernels compute `dt` in (float16/bfloat16 -> float32)."""
+    dt = np.dtype(dt)
+    if is_low_precision(dt) or (_is_float(dt) and dt.itemsize == 1):
+        return _F32
+    return dt
+
+
+def _float_dtype(dt):
+    """Result dtype of a float-only op (sin, div, ...): integers/bools go to the default dtype."""
+    return np.dtype(dt) if _is_floatlike(dt) else default_float()
+
+
+def cast(x, dtype):
+    """`x.to(dtype)` with PyTorch's CPU conversion semantics (float -> int truncates toward zero and
+    wraps like the C++ conversion ATen uses; anything -> bool is `x != 0`)."""
+    dtype = np.dtype(dtype)
+    x = jnp.asarray(x)
+    src = np.dtype(x.dtype)
+    if src == dtype and not _is_weak(x):
+        return x
+    if dtype == _BOOL:
+        return x != 0
+    src_cat, dst_cat = _category(src), _category(dtype)
+    if src_cat == 3 and dst_cat != 3:
+        x = jnp.real(x)
+    if src_cat >= 2 and dst_cat == 1:
+        # ATen converts through a 32-bit (narrow types) or 64-bit (uint32/uint64) integer, which
+        # wraps: -1.0 -> uint8 gives 255. XLA's direct conversion saturates instead.
+        if dtype.itemsize < 4:
+            x = lax.convert_element_type(x, np.int32)
+        elif dtype.kind == "u":
+            x = lax.convert_element_type(x, np.int64)
+    return lax.convert_element_type(x, dtype)
+
+
+def _args(*xs, dt=None, compute=True):
+    """Operands cast to the compute dtype of their promoted result dtype; returns (*operands, dt)."""
+    if dt is None:
+        dt = result_dtype(*xs)
+    cd = _compute(dt) if compute else dt
+    return (*(None if x is None else cast(x, cd) for x in xs), dt)
+
+
+def _out(y, dt):
+    return cast(y, dt)
+
+
+def _unary_float(fn):
+    """A float-valued unary op: integer/bool inputs go to the default dtype, bf16/f16 compute in f32."""
+
+    def lowering(self):
+        dt = _float_dtype(self.dtype)
+        return _out(fn(cast(self, _compute(dt))), dt)
+
+    return lowering
+
+
+def _binary_float(fn):
+    def lowering(self, other):
+        dt = _float_dtype(result_dtype(self, other))
+        a, b, _ = _args(self, other, dt=dt)
+        return _out(fn(a, b), dt)
+
+    return lowering
+
+
+def _sigmoid(x):
+    return 1 / (1 + jnp.exp(-x))
+
+
+# ---------------------------------------------------------------------------------------------
+# integer / float division helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _floor_div_float(a, b):
+    # c10::div_floor_floating (Python's algorithm): exact floor of a/b computed through fmod.
+    a, b = jnp.broadcast_arrays(a, b)
+    mod = lax.rem(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    fl = jnp.floor(div)
+    fl = jnp.where(div - fl > 0.5, fl + 1, fl)
+    res = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(div), a / b))
+    return jnp.where(b == 0, a / b, res)
+
+
+def _floor_div_int(a, b):
+    a, b = jnp.broadcast_arrays(a, b)
+    q = lax.div(a, b)
+    if np.dtype(a.dtype).kind == "u":
+        return q
+    return jnp.where((lax.rem(a, b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+
+
+def _remainder(a, b):
+    a, b = jnp.broadcast_arrays(a, b)
+    mod = lax.rem(a, b)
+    if np.dtype(a.dtype).kind == "u":
+        return mod
+    return jnp.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+
+
+def _div_mode(a, b, rounding_mode, dt):
+    if rounding_mode is None:
+        fd = _float_dtype(dt)
+        x, y, _ = _args(a, b, dt=fd)
+        return _out(x / y, fd)
+    x, y, _ = _args(a, b, dt=dt)
+    if dt == _BOOL:
+        x, y = x.astype(np.int64), y.astype(np.int64)
+    if rounding_mode == "trunc":
+        res = lax.div(*jnp.broadcast_arrays(x, y)) if not _is_floatlike(x.dtype) else jnp.trunc(x / y)
+    elif rounding_mode == "floor":
+        res = _floor_div_int(x, y) if not _is_floatlike(x.dtype) else _floor_div_float(x, y)
+    else:
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+    return _out(res, dt)
+
+
+# ---------------------------------------------------------------------------------------------
+# pow helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _int_pow(a, b):
+    """Integer power, exact with wrap-around, as ATen's powi (negative exponents: 1, +-1 or 0)."""
+    dt = np.dtype(a.dtype)
+    bits = dt.itemsize * 8
+    one = jnp.ones_like(a)
+    acc = one
+    base = a
+    e = b
+    for i in range(bits):
+        acc = jnp.where((e & 1) != 0, acc * base, acc)
+        if i + 1 < bits:
+            base = base * base
+            e = lax.shift_right_logical(e, jnp.ones_like(e))
+    if dt.kind == "u":
+        return acc
+    odd = (b & 1) != 0
+    neg_res = jnp.where(a == 1, one, jnp.where(a == -1, jnp.where(odd, -one, one), jnp.zeros_like(a)))
+    return jnp.where(b < 0, neg_res, acc)
+
+
+def _float_pow(x, y):
+    """pow for floats with C semantics for negative bases (XLA backends may compute exp(y*log x))."""
+    x, y = jnp.broadcast_arrays(x, y)
+    r = lax.pow(jnp.abs(x), y)
+    y_int = jnp.floor(y) == y
+    y_odd = y_int & (jnp.abs(lax.rem(y, jnp.full_like(y, 2))) == 1)  # inf is even
+    r = jnp.where(jnp.signbit(x) & y_odd, -r, r)
+    return jnp.where((x < 0) & ~y_int & jnp.isfinite(x), jnp.nan, r)
+
+
+def _pow_static_exponent(x, e):
+    """x ** e for a Python-number exponent e; x already in the compute dtype."""
+    if _is_floatlike(x.dtype):
+        if e == 0:
+            return jnp.ones_like(x)
+        if e == 1:
+            return x
+        if e == 2:
+            return x * x
+        if e == 3:
+            return x * x * x
+        if e == 0.5:
+            return jnp.sqrt(x)
+        if e == -0.5:
+            return lax.rsqrt(x)
+        if e == -1:
+            return 1 / x
+        if e == -2:
+            return 1 / (x * x)
+        if float(e).is_integer() and abs(e) <= 32:
+            p = lax.integer_pow(x, int(abs(e)))
+            return p if e > 0 else 1 / p
+        ef = float(e)
+        r = lax.pow(jnp.abs(x), jnp.asarray(ef, x.dtype))
+        if math.isinf(ef) or ef.is_integer():
+            if ef.is_integer() and int(ef) % 2 != 0:
+                r = jnp.where(jnp.signbit(x), -r, r)
+            return r
+        return jnp.where((x < 0) & jnp.isfinite(x), jnp.nan, r)
+    # integer base, integer exponent
+    e = int(e)
+    if e >= 0:
+        return lax.integer_pow(x, e) if e > 0 else jnp.ones_like(x)
+    one = jnp.ones_like(x)
+    return jnp.where(x == 1, one, jnp.where(x == -1, one if e % 2 == 0 else -one, jnp.zeros_like(x)))
+
+
+def _pow(a, b, dt):
+    x, y, _ = _args(a, b, dt=dt)
+    if dt == _BOOL:
+        x, y = x.astype(np.int64), y.astype(np.int64)
+    if _is_int(x.dtype):
+        return _out(_int_pow(x, y), dt)
+    if _category(x.dtype) == 3:
+        return _out(jnp.power(x, y), dt)
+    return _out(_float_pow(x, y), dt)
+
+
+# =============================================================================================
+# lowerings, alphabetical by op name
+# =============================================================================================
+
+
+# _to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten._to_copy.default)
+def _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format):
+    if dtype is None:
+        return self
+    return cast(self, to_numpy_dtype(dtype))
+
+
+# abs(Tensor self) -> Tensor
+@lower(aten.abs.default)
+def abs_(self):
+    if self.dtype == _BOOL:
+        return self
+    return jnp.abs(self)
+
+
+# acos(Tensor self) -> Tensor
+lower(aten.acos.default)(_unary_float(jnp.arccos))
+# acosh(Tensor self) -> Tensor
+lower(aten.acosh.default)(_unary_float(jnp.arccosh))
+
+
+# add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+# add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+@lower(aten.add.Tensor, aten.add.Scalar)
+def add(self, other, alpha):
+    a, b, dt = _args(self, other)
+    if dt == _BOOL:
+        return a | (b & (cast(alpha, _BOOL)))
+    return _out(a + cast(alpha, a.dtype) * b, dt)
+
+
+# addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
+@lower(aten.addcdiv.default)
+def addcdiv(self, tensor1, tensor2, value):
+    s, t1, t2, dt = _args(self, tensor1, tensor2)
+    return _out(s + cast(value, s.dtype) * t1 / t2, dt)
+
+
+# addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
+@lower(aten.addcmul.default)
+def addcmul(self, tensor1, tensor2, value):
+    s, t1, t2, dt = _args(self, tensor1, tensor2)
+    if dt == _BOOL:
+        return s | (t1 & t2 & cast(value, _BOOL))
+    return _out(s + cast(value, s.dtype) * t1 * t2, dt)
+
+
+# asin(Tensor self) -> Tensor
+lower(aten.asin.default)(_unary_float(jnp.arcsin))
+# asinh(Tensor self) -> Tensor
+lower(aten.asinh.default)(_unary_float(jnp.arcsinh))
+# atan(Tensor self) -> Tensor
+lower(aten.atan.default)(_unary_float(jnp.arctan))
+# atan2(Tensor self, Tensor other) -> Tensor
+lower(aten.atan2.default)(_binary_float(jnp.arctan2))
+# atanh(Tensor self) -> Tensor
+lower(aten.atanh.default)(_unary_float(jnp.arctanh))
+
+
+def _bitwise(fn):
+    def lowering(self, other):
+        a, b, dt = _args(self, other, compute=False)
+        return fn(a, b)
+
+    return lowering
+
+
+# bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(_bitwise(jnp.bitwise_and))
+
+
+# bitwise_not(Tensor self) -> Tensor
+@lower(aten.bitwise_not.default)
+def bitwise_not(self):
+    return jnp.invert(self)
+
+
+# bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(_bitwise(jnp.bitwise_or))
+# bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.bitwise_xor))
+
+
+def _rounding(fn):
+    def lowering(self):
+        if not _is_floatlike(self.dtype):
+            return self
+        return fn(self)
+
+    return lowering
+
+
+# ceil(Tensor self) -> Tensor
+lower(aten.ceil.default)(_rounding(jnp.ceil))
+
+
+# clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
+# clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+@lower(aten.clamp.default, aten.clamp.Tensor)
+def clamp(self, min, max):
+    x, lo, hi, dt = _args(self, min, max, compute=False)
+    if lo is not None:
+        x = jnp.maximum(x, lo)
+    if hi is not None:
+        x = jnp.minimum(x, hi)
+    return x
+
+
+# clamp_max(Tensor self, Scalar max) -> Tensor
+# clamp_max.Tensor(Tensor self, Tensor max) -> Tensor
+@lower(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(self, max):
+    x, hi, dt = _args(self, max, compute=False)
+    return jnp.minimum(x, hi)
+
+
+# clamp_min(Tensor self, Scalar min) -> Tensor
+# clamp_min.Tensor(Tensor self, Tensor min) -> Tensor
+@lower(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(self, min):
+    x, lo, dt = _args(self, min, compute=False)
+    return jnp.maximum(x, lo)
+
+
+# clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten.clone.default)
+def clone(self, memory_format):
+    return self
+
+
+# copysign.Tensor(Tensor self, Tensor other) -> Tensor
+# copysign.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.copysign.Tensor, aten.copysign.Scalar)(_binary_float(jnp.copysign))
+# cos(Tensor self) -> Tensor
+lower(aten.cos.default)(_unary_float(jnp.cos))
+# cosh(Tensor self) -> Tensor
+lower(aten.cosh.default)(_unary_float(jnp.cosh))
+
+
+# div.Tensor(Tensor self, Tensor other) -> Tensor
+# div.Scalar(Tensor self, Scalar other) -> Tensor
+@lower(aten.div.Tensor, aten.div.Scalar)
+def div(self, other):
+    return _div_mode(self, other, None, result_dtype(self, other))
+
+
+# div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+# div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor
+@lower(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(self, other, rounding_mode):
+    return _div_mode(self, other, rounding_mode, result_dtype(self, other))
+
+
+# elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+@lower(aten.elu.default)
+def elu(self, alpha, scale, input_scale):
+    dt = self.dtype
+    x = cast(self, _compute(dt))
+    negcoef = cast(alpha, x.dtype) * cast(scale, x.dtype)
+    neg = jnp.expm1(x * cast(input_scale, x.dtype)) * negcoef
+    return _out(jnp.where(x <= 0, neg, x * cast(scale, x.dtype)), dt)
+
+
+# elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor
+@lower(aten.elu_backward.default)
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    g, x, dt = _args(grad_output, self_or_result)
+    negcoef = cast(alpha, g.dtype) * cast(scale, g.dtype)
+    poscoef = cast(scale, g.dtype)
+    negiptcoef = cast(input_scale, g.dtype)
+    if is_result:
+        neg = g * negiptcoef * (x + negcoef)
+    else:
+        neg = g * negiptcoef * negcoef * jnp.exp(x * negiptcoef)
+    return _out(jnp.where(x <= 0, neg, g * poscoef), dt)
+
+
+def _compare(fn):
+    def lowering(self, other):
+        a, b, _ = _args(self, other, compute=False)
+        return fn(a, b)
+
+    return lowering
+
+
+# eq.Tensor(Tensor self, Tensor other) -> Tensor
+# eq.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.eq.Tensor, aten.eq.Scalar)(_compare(jnp.equal))
+# erf(Tensor self) -> Tensor
+lower(aten.erf.default)(_unary_float(lax.erf))
+# erfinv(Tensor self) -> Tensor
+lower(aten.erfinv.default)(_unary_float(lax.erf_inv))
+# exp(Tensor self) -> Tensor
+lower(aten.exp.default)(_unary_float(jnp.exp))
+# exp2(Tensor self) -> Tensor
+lower(aten.exp2.default)(_unary_float(jnp.exp2))
+# expm1(Tensor self) -> Tensor
+lower(aten.expm1.default)(_unary_float(jnp.expm1))
+# floor(Tensor self) -> Tensor
+lower(aten.floor.default)(_rounding(jnp.floor))
+
+
+# floor_divide(Tensor self, Tensor other) -> Tensor
+# floor_divide.Scalar(Tensor self, Scalar other) -> Tensor
+@lower(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(self, other):
+    return _div_mode(self, other, "floor", result_dtype(self, other))
+
+
+# fmax(Tensor self, Tensor other) -> Tensor
+@lower(aten.fmax.default)
+def fmax(self, other):
+    a, b, dt = _args(self, other, compute=False)
+    return jnp.fmax(a, b) if _is_floatlike(dt) else jnp.maximum(a, b)
+
+
+# fmin(Tensor self, Tensor other) -> Tensor
+@lower(aten.fmin.default)
+def fmin(self, other):
+    a, b, dt = _args(self, other, compute=False)
+    return jnp.fmin(a, b) if _is_floatlike(dt) else jnp.minimum(a, b)
+
+
+# fmod.Tensor(Tensor self, Tensor other) -> Tensor
+# fmod.Scalar(Tensor self, Scalar other) -> Tensor
+@lower(aten.fmod.Tensor, aten.fmod.Scalar)
+def fmod(self, other):
+    a, b, dt = _args(self, other)
+    return _out(lax.rem(*jnp.broadcast_arrays(a, b)), dt)
+
+
+# frac(Tensor self) -> Tensor
+@lower(aten.frac.default)
+def frac(self):
+    x = cast(self, _compute(self.dtype))
+    return _out(x - jnp.trunc(x), self.dtype)
+
+
+# ge.Tensor(Tensor self, Tensor other) -> Tensor
+# ge.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.ge.Tensor, aten.ge.Scalar)(_compare(jnp.greater_equal))
+
+_SQRT1_2 = 1 / math.sqrt(2)
+_GELU_BETA = math.sqrt(2 / math.pi)  # M_SQRT2 * M_2_SQRTPI * 0.5
+_GELU_KAPPA = 0.044715
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)  # M_2_SQRTPI * M_SQRT1_2 * 0.5
+
+
+# gelu(Tensor self, *, str approximate='none') -> Tensor
+@lower(aten.gelu.default)
+def gelu(self, approximate):
+    dt = self.dtype
+    x = cast(self, _compute(dt))
+    if approximate == "tanh":
+        inner = _GELU_BETA * (x + _GELU_KAPPA * (x * x * x))
+        y = 0.5 * x * (1 + jnp.tanh(inner))
+    else:
+        y = x * 0.5 * (1 + lax.erf(x * _SQRT1_2))
+    return _out(y, dt)
+
+
+# gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor
+@lower(aten.gelu_backward.default)
+def gelu_backward(grad_output, self, approximate):
+    g, x, dt = _args(grad_output, self)
+    if approximate == "tanh":
+        x_sq = x * x
+        inner = _GELU_BETA * (x + _GELU_KAPPA * x_sq * x)
+        t = jnp.tanh(inner)
+        left = 0.5 * x
+        right = 1 + t
+        left_derivative = 0.5 * right
+        inner_derivative = _GELU_BETA * (1 + 3 * _GELU_KAPPA * x_sq)
+        right_derivative = left * (1 - t * t) * inner_derivative
+        y = g * (left_derivative + right_derivative)
+    else:
+        cdf = 0.5 * (1 + lax.erf(x * _SQRT1_2))
+        pdf = _INV_SQRT_2PI * jnp.exp(x * x * -0.5)
+        y = g * (cdf + x * pdf)
+    return _out(y, dt)
+
+
+# gt.Tensor(Tensor self, Tensor other) -> Tensor
+# gt.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.gt.Tensor, aten.gt.Scalar)(_compare(jnp.greater))
+
+
+# hardsigmoid(Tensor self) -> Tensor
+@lower(aten.hardsigmoid.default)
+def hardsigmoid(self):
+    x = cast(self, _compute(self.dtype))
+    return _out(jnp.minimum(jnp.maximum(x + 3, 0), 6) / 6, self.dtype)
+
+
+# hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor
+@lower(aten.hardsigmoid_backward.default)
+def hardsigmoid_backward(grad_output, self):
+    g, x, dt = _args(grad_output, self)
+    return _out(jnp.where((x > -3) & (x < 3), g / 6, jnp.zeros_like(g)), dt)
+
+
+# hardswish(Tensor self) -> Tensor
+@lower(aten.hardswish.default)
+def hardswish(self):
+    x = cast(self, _compute(self.dtype))
+    return _out(x * jnp.minimum(jnp.maximum(x + 3, 0), 6) / 6, self.dtype)
+
+
+# hardswish_backward(Tensor grad_output, Tensor self) -> Tensor
+@lower(aten.hardswish_backward.default)
+def hardswish_backward(grad_output, self):
+    g, x, dt = _args(grad_output, self)
+    y = jnp.where(x <= -3, jnp.zeros_like(g), jnp.where(x < 3, g * (x / 3 + 0.5), g))
+    return _out(y, dt)
+
+
+# hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor
+@lower(aten.hardtanh.default)
+def hardtanh(self, min_val, max_val):
+    return jnp.minimum(jnp.maximum(self, cast(min_val, self.dtype)), cast(max_val, self.dtype))
+
+
+# hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor
+@lower(aten.hardtanh_backward.default)
+def hardtanh_backward(grad_output, self, min_val, max_val):
+    g, x, dt = _args(grad_output, self, compute=False)
+    lo, hi = cast(min_val, x.dtype), cast(max_val, x.dtype)
+    return jnp.where((x <= lo) | (x >= hi), jnp.zeros_like(g), g)
+
+
+# hypot(Tensor self, Tensor other) -> Tensor
+lower(aten.hypot.default)(_binary_float(jnp.hypot))
+
+
+# isinf(Tensor self) -> Tensor
+@lower(aten.isinf.default)
+def isinf(self):
+    if not _is_floatlike(self.dtype):
+        return jnp.zeros(self.shape, _BOOL)
+    return jnp.isinf(self)
+
+
+# isnan(Tensor self) -> Tensor
+@lower(aten.isnan.default)
+def isnan(self):
+    if not _is_floatlike(self.dtype):
+        return jnp.zeros(self.shape, _BOOL)
+    return jnp.isnan(self)
+
+
+# isneginf(Tensor self) -> Tensor
+@lower(aten.isneginf.default)
+def isneginf(self):
+    if not _is_float(self.dtype):
+        return jnp.zeros(self.shape, _BOOL)
+    return self == -jnp.inf
+
+
+# isposinf(Tensor self) -> Tensor
+@lower(aten.isposinf.default)
+def isposinf(self):
+    if not _is_float(self.dtype):
+        return jnp.zeros(self.shape, _BOOL)
+    return self == jnp.inf
+
+
+# le.Tensor(Tensor self, Tensor other) -> Tensor
+# le.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.le.Tensor, aten.le.Scalar)(_compare(jnp.less_equal))
+
+
+# leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
+@lower(aten.leaky_relu.default)
+def leaky_relu(self, negative_slope):
+    x = cast(self, _compute(self.dtype))
+    return _out(jnp.where(x > 0, x, x * cast(negative_slope, x.dtype)), self.dtype)
+
+
+# leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor
+@lower(aten.leaky_relu_backward.default)
+def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+    g, x, dt = _args(grad_output, self)
+    return _out(jnp.where(x > 0, g, g * cast(negative_slope, g.dtype)), dt)
+
+
+# lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor
+# lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor
+@lower(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(self, end, weight):
+    s, e, dt = _args(self, end)
+    w = cast(weight, s.dtype)
+    diff = e - s
+    return _out(jnp.where(jnp.abs(w) < 0.5, s + w * diff, e - diff * (1 - w)), dt)
+
+
+# lift_fresh_copy(Tensor self) -> Tensor
+@lower(aten.lift_fresh_copy.default)
+def lift_fresh_copy(self):
+    return self
+
+
+# log(Tensor self) -> Tensor
+lower(aten.log.default)(_unary_float(jnp.log))
+# log10(Tensor self) -> Tensor
+lower(aten.log10.default)(_unary_float(jnp.log10))
+# log1p(Tensor self) -> Tensor
+lower(aten.log1p.default)(_unary_float(jnp.log1p))
+# log2(Tensor self) -> Tensor
+lower(aten.log2.default)(_unary_float(jnp.log2))
+
+
+# logical_and(Tensor self, Tensor other) -> Tensor
+@lower(aten.logical_and.default)
+def logical_and(self, other):
+    return (self != 0) & (other != 0)
+
+
+# logical_not(Tensor self) -> Tensor
+@lower(aten.logical_not.default)
+def logical_not(self):
+    return self == 0
+
+
+# logical_or(Tensor self, Tensor other) -> Tensor
+@lower(aten.logical_or.default)
+def logical_or(self, other):
+    return (self != 0) | (other != 0)
+
+
+# logical_xor(Tensor self, Tensor other) -> Tensor
+@lower(aten.logical_xor.default)
+def logical_xor(self, other):
+    return (self != 0) != (other != 0)
+
+
+# logit(Tensor self, float? eps=None) -> Tensor
+@lower(aten.logit.default)
+def logit(self, eps):
+    dt = _float_dtype(self.dtype)
+    x = cast(self, _compute(dt))
+    if eps is not None and eps >= 0:
+        lo, hi = eps, 1 - eps
+        x = jnp.where(x < lo, lo, jnp.where(x > hi, hi, x)).astype(x.dtype)
+    return _out(jnp.log(x / (1 - x)), dt)
+
+
+# logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor
+@lower(aten.logit_backward.default)
+def logit_backward(grad_output, self, eps):
+    g, x, dt = _args(grad_output, self)
+    d = g / (x * (1 - x))
+    if eps is None or eps < 0:
+        return _out(jnp.where((x < 0) | (x > 1), jnp.nan, d), dt)
+    return _out(jnp.where((x < eps) | (x > 1 - eps), jnp.zeros_like(d), d), dt)
+
+
+# lt.Tensor(Tensor self, Tensor other) -> Tensor
+# lt.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.lt.Tensor, aten.lt.Scalar)(_compare(jnp.less))
+
+
+# masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor
+# masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor
+@lower(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(self, mask, value):
+    return jnp.where(cast(mask, _BOOL), cast(value, self.dtype), self)
+
+
+# maximum(Tensor self, Tensor other) -> Tensor
+@lower(aten.maximum.default)
+def maximum(self, other):
+    a, b, dt = _args(self, other, compute=False)
+    return jnp.maximum(a, b)
+
+
+# minimum(Tensor self, Tensor other) -> Tensor
+@lower(aten.minimum.default)
+def minimum(self, other):
+    a, b, dt = _args(self, other, compute=False)
+    return jnp.minimum(a, b)
+
+
+# mish(Tensor self) -> Tensor
+@lower(aten.mish.default)
+def mish(self):
+    x = cast(self, _compute(self.dtype))
+    return _out(x * jnp.tanh(jnp.log1p(jnp.exp(x))), self.dtype)
+
+
+# mul.Tensor(Tensor self, Tensor other) -> Tensor
+# mul.Scalar(Tensor self, Scalar other) -> Tensor
+@lower(aten.mul.Tensor, aten.mul.Scalar)
+def mul(self, other):
+    a, b, dt = _args(self, other)
+    if dt == _BOOL:
+        return a & b
+    return _out(a * b, dt)
+
+
+# nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor
+@lower(aten.nan_to_num.default)
+def nan_to_num(self, nan, posinf, neginf):
+    if not _is_float(self.dtype):
+        return self
+    fi = jnp.finfo(self.dtype)
+    x = self
+    x = jnp.where(jnp.isnan(x), jnp.asarray(0.0 if nan is None else nan).astype(x.dtype), x)
+    x = jnp.where(x == jnp.inf, (fi.max if posinf is None else jnp.asarray(posinf).astype(x.dtype)), x)
+    x = jnp.where(x == -jnp.inf, (fi.min if neginf is None else jnp.asarray(neginf).astype(x.dtype)), x)
+    return x.astype(self.dtype)
+
+
+# ne.Tensor(Tensor self, Tensor other) -> Tensor
+# ne.Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.ne.Tensor, aten.ne.Scalar)(_compare(jnp.not_equal))
+
+
+# neg(Tensor self) -> Tensor
+@lower(aten.neg.default)
+def neg(self):
+    return -self
+
+
+# pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+@lower(aten.pow.Tensor_Tensor)
+def pow_tensor_tensor(self, exponent):
+    return _pow(self, exponent, result_dtype(self, exponent))
+
+
+# pow.Scalar(Scalar self, Tensor exponent) -> Tensor
+@lower(aten.pow.Scalar)
+def pow_scalar(self, exponent):
+    return _pow(self, exponent, result_dtype(self, exponent))
+
+
+# pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+# (exponent static: x**2 -> x*x, x**0.5 -> sqrt, integral exponents exact, as ATen special-cases)
+@lower(aten.pow.Tensor_Scalar, static=("exponent",))
+def pow_tensor_scalar(self, exponent):
+    dt = result_dtype(self, exponent)
+    if isinstance(exponent, complex) or _category(dt) == 3:
+        x, e, _ = _args(self, jnp.asarray(exponent), dt=dt)
+        return _out(jnp.power(x, e), dt)
+    x = cast(self, _compute(dt) if dt != _BOOL else np.int64)
+    if _is_int(x.dtype) and isinstance(exponent, (bool, float)):
+        exponent = int(exponent)
+    return _out(_pow_static_exponent(x, exponent), dt)
+
+
+# reciprocal(Tensor self) -> Tensor
+lower(aten.reciprocal.default)(_unary_float(lambda x: 1 / x))
+
+
+# relu(Tensor self) -> Tensor
+@lower(aten.relu.default)
+def relu(self):
+    return jnp.maximum(self, jnp.zeros((), self.dtype))
+
+
+# remainder.Tensor(Tensor self, Tensor other) -> Tensor
+# remainder.Scalar(Tensor self, Scalar other) -> Tensor
+@lower(aten.remainder.Tensor, aten.remainder.Scalar)
+def remainder(self, other):
+    a, b, dt = _args(self, other)
+    return _out(_remainder(a, b), dt)
+
+
+# round(Tensor self) -> Tensor
+lower(aten.round.default)(_rounding(jnp.round))
+
+
+# round.decimals(Tensor self, *, int decimals) -> Tensor
+@lower(aten.round.decimals)
+def round_decimals(self, decimals):
+    if not _is_floatlike(self.dtype):
+        return self
+    x = cast(self, _compute(self.dtype))
+    ten_pow = np.asarray(10.0 ** abs(decimals), x.dtype)
+    if decimals < 0:
+        y = jnp.round(x / ten_pow) * ten_pow
+    else:
+        y = jnp.round(x * ten_pow) / ten_pow
+    return _out(y, self.dtype)
+
+
+# rsqrt(Tensor self) -> Tensor
+lower(aten.rsqrt.default)(_unary_float(lax.rsqrt))
+
+
+# rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+# rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+@lower(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(self, other, alpha):
+    a, b, dt = _args(self, other)
+    return _out(b - cast(alpha, a.dtype) * a, dt)
+
+
+# sigmoid(Tensor self) -> Tensor
+lower(aten.sigmoid.default)(_unary_float(_sigmoid))
+
+
+# sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor
+@lower(aten.sigmoid_backward.default)
+def sigmoid_backward(grad_output, output):
+    g, y, dt = _args(grad_output, output)
+    return _out(g * (1 - y) * y, dt)
+
+
+# sign(Tensor self) -> Tensor
+@lower(aten.sign.default)
+def sign(self):
+    if self.dtype == _BOOL:
+        return self
+    return (self > 0).astype(self.dtype) - (self < 0).astype(self.dtype)
+
+
+# signbit(Tensor self) -> Tensor
+@lower(aten.signbit.default)
+def signbit(self):
+    if _is_float(self.dtype):
+        return jnp.signbit(self)
+    if self.dtype == _BOOL or np.dtype(self.dtype).kind == "u":
+        return jnp.zeros(self.shape, _BOOL)
+    return self < 0
+
+
+# silu(Tensor self) -> Tensor
+lower(aten.silu.default)(_unary_float(lambda x: x / (1 + jnp.exp(-x))))
+
+
+# silu_backward(Tensor grad_output, Tensor self) -> Tensor
+# (the functional overload has a CompositeImplicitAutograd kernel, so it is not registered itself;
+#  its CompositeExplicitAutogradNonFunctional kernel runs silu_backward.grad_input, derived from this)
+@lower(aten.silu_backward.default)
+def silu_backward(grad_output, self):
+    g, x, dt = _args(grad_output, self)
+    sig = _sigmoid(x)
+    return _out(g * sig * (1 + x * (1 - sig)), dt)
+
+
+# sin(Tensor self) -> Tensor
+lower(aten.sin.default)(_unary_float(jnp.sin))
+# sinh(Tensor self) -> Tensor
+lower(aten.sinh.default)(_unary_float(jnp.sinh))
+
+
+# softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
+@lower(aten.softplus.default)
+def softplus(self, beta, threshold):
+    x = cast(self, _compute(self.dtype))
+    b = cast(beta, x.dtype)
+    xb = x * b
+    return _out(jnp.where(xb > cast(threshold, x.dtype), x, jnp.log1p(jnp.exp(xb)) / b), self.dtype)
+
+
+# softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor
+@lower(aten.softplus_backward.default)
+def softplus_backward(grad_output, self, beta, threshold):
+    g, x, dt = _args(grad_output, self)
+    xb = x * cast(beta, x.dtype)
+    z = jnp.exp(xb)
+    return _out(jnp.where(xb > cast(threshold, x.dtype), g, g * z / (z + 1)), dt)
+
+
+# sqrt(Tensor self) -> Tensor
+lower(aten.sqrt.default)(_unary_float(jnp.sqrt))
+
+
+# sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+# sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+@lower(aten.sub.Tensor, aten.sub.Scalar)
+def sub(self, other, alpha):
+    a, b, dt = _args(self, other)
+    return _out(a - cast(alpha, a.dtype) * b, dt)
+
+
+# tan(Tensor self) -> Tensor
+lower(aten.tan.default)(_unary_float(jnp.tan))
+# tanh(Tensor self) -> Tensor
+lower(aten.tanh.default)(_unary_float(jnp.tanh))
+
+
+# tanh_backward(Tensor grad_output, Tensor output) -> Tensor
+@lower(aten.tanh_backward.default)
+def tanh_backward(grad_output, output):
+    g, y, dt = _args(grad_output, output)
+    return _out(g * (1 - y * y), dt)
+
+
+# threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
+@lower(aten.threshold_backward.default)
+def threshold_backward(grad_output, self, threshold):
+    g, x, dt = _args(grad_output, self, compute=False)
+    return jnp.where(x <= cast(threshold, x.dtype), jnp.zeros_like(g), g)
+
+
+# trunc(Tensor self) -> Tensor
+lower(aten.trunc.default)(_rounding(jnp.trunc))
+
+
+# where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+@lower(aten.where.self)
+def where(condition, self, other):
+    a, b, dt = _args(self, other, compute=False)
+    return jnp.where(cast(condition, _BOOL), a, b)
+
+
+# xlogy.Tensor(Tensor self, Tensor other) -> Tensor
+@lower(aten.xlogy.Tensor)
+def xlogy(self, other):
+    dt = _float_dtype(result_dtype(self, other))
+    x, y, _ = _args(self, other, dt=dt)
+    r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    return _out(jnp.where(jnp.isnan(y), jnp.nan, r), dt)
