@@ -40,7 +40,7 @@ def run_lowering(op, *args, key_seed: int = 0, **kwargs):
             slots.append(("dyn", len(dynamic))); dynamic.append(to_jax(v))
         elif isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v):
             slots.append(("dynlist", len(dynamic), len(v))); dynamic.extend(to_jax(x) for x in v)
-        elif kind.startswith("Generator"):
+        elif "Generator" in kind:
             slots.append(("key",))
         elif kind.startswith("Scalar") and v is not None and a.name not in lowering.static:
             slots.append(("dyn", len(dynamic))); dynamic.append(v)
@@ -58,6 +58,8 @@ def run_lowering(op, *args, key_seed: int = 0, **kwargs):
                 full.append(jax.random.key(key_seed))
             else:
                 full.append(s[1])
+        if lowering.rng:
+            full.append(jax.random.key(key_seed))
         return lowering.fn(*full)
 
     out = jax.jit(call)(*dynamic)

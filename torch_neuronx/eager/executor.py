@@ -84,6 +84,7 @@ class OpSpec:
         # a Generator argument left out still needs a key drawn from the default generator
         gens = [i for i, k in enumerate(self.kinds) if k == _GENERATOR]
         self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
+        self.extra_key = lowering is not None and lowering.rng
 
 
 class Entry:
@@ -207,7 +208,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             sig.append(k)
             sig.append(_arg_sig(call, v, spec.kind_by_name[k], k))
     gen = spec.generator
-    if gen is not None and gen[0] >= len(args) and gen[1] not in kwargs:
+    if (gen is not None and gen[0] >= len(args) and gen[1] not in kwargs) or spec.extra_key:
         call.scalars.append(_GenSlot(None))
         sig.append(_GENERATOR)
     if call.device is None:
@@ -459,8 +460,11 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         pargs = [a for i, a in enumerate(pargs) if arg_names[i] not in out_names]
         if add_generator:
             pkwargs[spec.generator[1]] = next(scal)
+        call_args = normalize(func_op, pargs, pkwargs)
+        if spec.extra_key:
+            call_args.append(next(scal))
         with CheckedCall() as checked:
-            results = lowering.fn(*normalize(func_op, pargs, pkwargs))
+            results = lowering.fn(*call_args)
         entry.checks = [(error, message) for _ok, error, message in checked.checks]
         if not isinstance(results, (tuple, list)):
             results = (results,)

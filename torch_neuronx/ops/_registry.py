@@ -5,7 +5,9 @@ order, defaults filled in (`normalize`). Tensors arrive as jax arrays of the ten
 logical shape, `Tensor[]` as lists, `Scalar`s as 0-d jax values (weakly typed, so they never widen
 a float32 or bfloat16 result), unless named in `static=` (then they arrive as Python numbers, for
 scalars that shape the output). `float` arguments named in `dynamic=` arrive traced too (values
-that vary from call to call, such as a random op's bounds). Every other argument (int, int[], float, bool, str, ScalarType,
+that vary from call to call, such as a random op's bounds). A random op whose schema has no
+Generator (native_dropout) asks for a key with `rng=True`: it comes as an extra last argument,
+drawn from the device's default generator. Every other argument (int, int[], float, bool, str, ScalarType,
 Device...) arrives as the Python value; a `Generator?` argument arrives as a jax PRNG key drawn
 from the device generator. A lowering returns a jax array, or a tuple for several returns; the
 caller casts each to the dtype PyTorch's type promotion gives, so lowerings need not.
@@ -30,12 +32,15 @@ class Lowering:
     fn: Callable
     static: frozenset  # Scalar arguments passed as Python values (they shape the result)
     dynamic: frozenset = frozenset()  # float arguments passed traced (values that vary call to call)
+    rng: bool = False  # takes a PRNG key as an extra last argument (random ops without a Generator)
 
 
 LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
 
 
-def lower(*ops: torch._ops.OpOverload, static: tuple[str, ...] = (), dynamic: tuple[str, ...] = ()):
+def lower(
+    *ops: torch._ops.OpOverload, static: tuple[str, ...] = (), dynamic: tuple[str, ...] = (), rng: bool = False
+):
     """Register `fn` as the lowering of each ATen overload in `ops`."""
 
     def register(fn):
@@ -46,7 +51,7 @@ def lower(*ops: torch._ops.OpOverload, static: tuple[str, ...] = (), dynamic: tu
             unknown = (set(static) | set(dynamic)) - names
             if unknown:
                 raise RuntimeError(f"lowering of {op}: {sorted(unknown)} are not arguments of it")
-            LOWERINGS[op] = Lowering(op, fn, frozenset(static), frozenset(dynamic))
+            LOWERINGS[op] = Lowering(op, fn, frozenset(static), frozenset(dynamic), rng)
         return fn
 
     return register
