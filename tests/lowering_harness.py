@@ -41,7 +41,8 @@ def run_lowering(op, *args, key_seed: int = 0, **kwargs):
         elif isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v):
             slots.append(("dynlist", len(dynamic), len(v))); dynamic.extend(to_jax(x) for x in v)
         elif "Generator" in kind:
-            slots.append(("key",))
+            # a jax key passed by the caller is used as given; else one made from key_seed
+            slots.append(("key",) if v is None or isinstance(v, torch.Generator) else ("static", v))
         elif kind.startswith("Scalar") and v is not None and a.name not in lowering.static:
             slots.append(("dyn", len(dynamic))); dynamic.append(v)
         else:

@@ -60,3 +60,21 @@ def test_sgd_steps_match_cpu():
             opt.step()
     for p_cpu, p_dev in zip(cpu.parameters(), dev.parameters()):
         torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_gradients_match_cpu():
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    mask = torch.randn(5, 5)
+    for kwargs in ({"is_causal": True}, {"attn_mask": mask}):
+        grads = []
+        for device in ("cpu", "neuron"):
+            leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+            kw = {key: (val.to(device) if isinstance(val, torch.Tensor) else val) for key, val in kwargs.items()}
+            out = F.scaled_dot_product_attention(*leaves, **kw)
+            (out * out).sum().backward()
+            grads.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+        for got, want in zip(grads[1], grads[0]):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    executed = torch_neuronx.get_executed_ops()
+    assert "aten._scaled_dot_product_fused_attention_overrideable_backward.default" in executed

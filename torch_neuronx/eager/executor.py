@@ -471,7 +471,12 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         if len(results) <= max(take, default=-1):
             raise RuntimeError(f"lowering of {func_op} returned {len(results)} values, {max(take) + 1} expected")
         results = [results[i] for i in take]
-        results = [r.astype(to_numpy_dtype(d)) for r, d in zip(results, lowering_out_dtypes)]
+        shapes = [f[0] for f in fresh] + [tuple(w.shape) for w, _ in written]
+        # a lowering may skip an output nobody asked for (a gradient masked off): zeros, as meta says
+        results = [
+            jnp.zeros(shape, to_numpy_dtype(d)) if r is None else r.astype(to_numpy_dtype(d))
+            for r, d, shape in zip(results, lowering_out_dtypes, shapes)
+        ]
         out_bufs = []
         for (sizes, strides, dtype), r in zip(fresh, results):
             length = _storage_elems(sizes, strides)

@@ -182,10 +182,10 @@ def _local_scalar_dense(self):
     return to_host(self).item()
 
 
-def _fused_sdp_choice(*args, **kwargs):
-    if aten._scaled_dot_product_fused_attention_overrideable.default in LOWERINGS:
-        return int(torch.nn.attention.SDPBackend.OVERRIDEABLE.value)
-    return int(torch.nn.attention.SDPBackend.MATH.value)
+def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    # the same choice as csrc/attention.cpp's dispatch stub, for callers of the op itself
+    backend = torch.nn.attention.SDPBackend
+    return int((backend.MATH if dropout_p > 0 else backend.OVERRIDEABLE).value)
 
 
 # ----------------------------------------------------------------------------------------------
