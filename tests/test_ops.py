@@ -106,3 +106,26 @@ def test_executable_is_reused_for_a_seen_signature(track):
     assert track.get_executed_ops()["aten.add.Tensor"] == 4
     assert track.cache_stats() == {"hits": 2, "misses": 2}
     assert b[0, 0, 0].item() == 3.0 and c[2, 6, 10].item() == 4.0
+
+
+def test_data_dependent_shapes_run_on_the_device(track):
+    x = torch.randn(6, 5)
+    d = x.to("neuron")
+    m = x > 0.3
+    assert torch.equal(d.nonzero().cpu(), x.nonzero())
+    assert torch.equal(d[m.to("neuron")].cpu(), x[m])
+    assert torch.equal(d[:, m[0].to("neuron")].cpu(), x[:, m[0]])
+    assert torch.equal(torch.masked_select(d, d > 0).cpu(), torch.masked_select(x, x > 0))
+    y, dy = x.clone(), d.clone()
+    y[m] = -1.0
+    dy[m.to("neuron")] = -1.0
+    assert torch.equal(dy.cpu(), y)
+    assert torch_neuronx.get_fallback_ops() == {}
+    assert "aten.nonzero_static.default" in track.get_executed_ops()
+
+
+def test_complex64_elementwise():
+    a = torch.randn(4, dtype=torch.complex64)
+    b = torch.randn(4, dtype=torch.complex64)
+    got = (a.to("neuron") * b.to("neuron") + 1).cpu()
+    torch.testing.assert_close(got, a * b + 1)

@@ -17,7 +17,7 @@ import torch
 from .. import _C, metrics
 from ..ops import LOWERINGS
 from ..runtime import storage, transfer
-from . import executor
+from . import dynamic, executor
 from .executor import OpSpec
 
 aten = torch.ops.aten
@@ -325,6 +325,9 @@ def _register_into(lib) -> None:
         aten._to_copy.default: _to_copy,
         aten._local_scalar_dense.default: _local_scalar_dense,
         aten._fused_sdp_choice.default: _fused_sdp_choice,
+        aten.nonzero.default: dynamic.nonzero,
+        aten.masked_select.default: dynamic.masked_select,
+        aten.index.Tensor: dynamic.index_kernel(_spec),
     }
     for op, fn in special.items():
         lib.impl(op, fn, "PrivateUse1")

@@ -222,6 +222,15 @@ def index_put(self, indices, values, accumulate):
     return self.at[key].set(values.astype(self.dtype), mode="drop")
 
 
+# nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor
+@lower(aten.nonzero_static.default)
+def nonzero_static(self, size, fill_value):
+    if self.ndim == 0:
+        return jnp.zeros((size, 0), np.int64)
+    idx = jnp.nonzero(self, size=size, fill_value=fill_value)
+    return jnp.stack(idx, axis=-1).astype(np.int64)
+
+
 # scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
 @lower(aten.scatter.reduce)
 def scatter_reduce_legacy(self, dim, index, src, reduce):
