@@ -2,6 +2,7 @@
 // nothing in the allocator/deleter path ever takes it.
 #include "neuron.h"
 
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -136,4 +137,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       py::arg("tensor"),
       "(storage_key, storage_nbytes, sizes, strides, storage_offset)");
+
+  // The executor's per-tensor read, in one call: None for a tensor not on a neuron device.
+  m.def(
+      "_tensor_info",
+      [](const at::Tensor& t) -> py::object {
+        if (t.device().type() != kNeuron) {
+          return py::none();
+        }
+        const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+        const uint64_t nbytes =
+            t.has_storage() ? static_cast<uint64_t>(impl->unsafe_storage().nbytes()) : 0;
+        auto* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
+        return py::make_tuple(
+            static_cast<int>(t.device().index()),
+            storage_key(t),
+            nbytes,
+            int_tuple(t.sizes()),
+            int_tuple(t.strides()),
+            t.storage_offset(),
+            py::reinterpret_borrow<py::object>(dtype));
+      },
+      py::arg("tensor"),
+      "(device_index, storage_key, storage_nbytes, sizes, strides, storage_offset, dtype), "
+      "or None off the neuron device");
 }

@@ -7,7 +7,6 @@ import collections
 _executed: collections.Counter = collections.Counter()
 _compiles: collections.Counter = collections.Counter()
 _compile_s: collections.Counter = collections.Counter()
-_hits: collections.Counter = collections.Counter()
 _misses: collections.Counter = collections.Counter()
 _fallbacks: collections.Counter = collections.Counter()
 _decomposed: collections.Counter = collections.Counter()
@@ -15,10 +14,6 @@ _decomposed: collections.Counter = collections.Counter()
 
 def executed(op: str) -> None:
     _executed[op] += 1
-
-
-def cache_hit(op: str) -> None:
-    _hits[op] += 1
 
 
 def cache_miss(op: str) -> None:
@@ -58,12 +53,18 @@ def compile_stats() -> dict[str, tuple[int, float]]:
     return {op: (n, _compile_s[op]) for op, n in _compiles.items()}
 
 
+def _hits(op: str) -> int:
+    # every execution that did not compile found its executable in the cache
+    return max(_executed[op] - _misses[op], 0)
+
+
 def cache_stats() -> dict[str, int]:
-    return {"hits": sum(_hits.values()), "misses": sum(_misses.values())}
+    misses = sum(_misses.values())
+    return {"hits": sum(_executed.values()) - misses, "misses": misses}
 
 
 def clear_op_tracking() -> None:
-    for c in (_executed, _compiles, _compile_s, _hits, _misses, _fallbacks, _decomposed):
+    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _decomposed):
         c.clear()
 
 
@@ -78,7 +79,7 @@ def report() -> str:
                 str(_executed[op]),
                 str(_compiles[op]),
                 f"{_compile_s[op] * 1e3:.1f}",
-                str(_hits[op]),
+                str(_hits(op)),
                 str(_fallbacks[op]),
                 str(_decomposed[op]),
             )

@@ -29,8 +29,11 @@ from . import layout
 _Tensor = torch.Tensor
 _BUFFERS = storage.BUFFERS
 _layout_of = _C._tensor_layout
+_tensor_info = _C._tensor_info
 _storage_key = _C._storage_key
+_pending_frees = _C._pending_events
 _sync = storage.sync
+_executed = metrics._executed
 
 # Argument kinds, from the schema
 _STATIC, _SCALAR, _GENERATOR, _TENSOR = 0, 1, 2, 3
@@ -132,27 +135,27 @@ class _Call:
 
 
 def _tensor_sig(call: _Call, t: _Tensor, name):
-    dev = t.device
-    if dev.type != "neuron":
+    info = _tensor_info(t)
+    if info is None:  # not a neuron tensor
+        dev = t.device
         if dev.type == "cpu" and t.dim() == 0:
             # PyTorch lets 0-dim CPU tensors mix with any device, as scalars (Python numbers wrapped
             # as tensors arrive this way): traced as weakly typed numbers, as PyTorch promotes them.
             call.scalars.append(t.item())
             return ("cpu0", t.dtype)
         _raise_mismatch(call, dev, name)
-    index = dev.index
-    if call.device is None:
+    index, key, nbytes, sizes, strides, offset, dtype = info
+    if call.device != index:
+        if call.device is not None:
+            _raise_mismatch(call, t.device, name)
         call.device = index
-    elif call.device != index:
-        _raise_mismatch(call, dev, name)
-    key, nbytes, sizes, strides, offset = _layout_of(t)
-    slot = call.slots.get(key)
-    if slot is None or key == 0:
+    slot = call.slots.get(key) if key else None
+    if slot is None:
         slot = len(call.slot_keys)
         if key:
             call.slots[key] = slot
         call.slot_keys.append((key, nbytes))
-    sig = (slot, t.dtype, sizes, strides, offset, nbytes)
+    sig = (slot, dtype, sizes, strides, offset, nbytes)
     call.tensors.append(t)
     call.layouts.append(sig)
     return sig
@@ -197,12 +200,16 @@ def _default_device(op_spec, args, kwargs):
 
 
 def run(spec: OpSpec, args: tuple, kwargs: dict):
-    _sync()
+    if _pending_frees():
+        _sync()
     call = _Call()
     kinds = spec.kinds
     sig = [spec]
     for i, a in enumerate(args):
-        sig.append(_arg_sig(call, a, kinds[i], spec.arg_names[i]))
+        if isinstance(a, _Tensor):
+            sig.append(_tensor_sig(call, a, spec.arg_names[i]))
+        else:
+            sig.append(_arg_sig(call, a, kinds[i], spec.arg_names[i]))
     if kwargs:
         for k, v in kwargs.items():
             sig.append(k)
@@ -227,19 +234,33 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         entry = _compile(spec, args, kwargs, call, buffers, key)
         if entry is None:  # out= tensors were resized: describe the call again
             return run(spec, args, kwargs)
-    else:
-        metrics.cache_hit(spec.name)
-    metrics.executed(spec.name)
+    _executed[spec.name] += 1
     inputs = [b for b in buffers if b is not None]
     for s in call.scalars:
         if type(s) is _GenSlot:
             inputs.append(s.draw(call.device))
         else:
-            inputs.append(s)
+            arr = _scalar_arrays.get((call.device, type(s), s))
+            inputs.append(_scalar_array(s, call.device) if arr is None else arr)
     outs = entry.fn(*inputs)
     if entry.checks:
         return _finish_checked(spec, args, kwargs, call, entry, outs)
     return _finish(spec, args, kwargs, call, entry, outs)
+
+
+# Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a
+# Python number on every call, which costs a third of a small op. Keyed by value (bounded).
+_scalar_arrays: dict[tuple, object] = {}
+
+
+def _scalar_array(value, device: int):
+    if type(value) not in _NUMBER_TYPES or value == 0 or not (-(2**62) < abs(value) < 2**62):
+        return value  # 0.0 == -0.0 as a key, and huge ints: pass them as they are
+    if len(_scalar_arrays) >= 4096:
+        _scalar_arrays.clear()
+    arr = jax.device_put(jnp.asarray(value), jax_device(device))
+    _scalar_arrays[(device, type(value), value)] = arr
+    return arr
 
 
 def _finish_checked(spec, args, kwargs, call, entry, outs):
