@@ -19,7 +19,6 @@ import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 
 
 def _median_us(fn, sync, iters, repeats=7):

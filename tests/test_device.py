@@ -6,7 +6,6 @@ import sys
 import pytest
 import torch
 
-import torch_neuronx
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:

@@ -4,7 +4,6 @@ import subprocess
 import sys
 import warnings
 
-import pytest
 import torch
 
 import torch_neuronx

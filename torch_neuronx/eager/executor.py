@@ -122,16 +122,15 @@ def clear_cache() -> None:
 class _Call:
     """One call's flattened inputs, built while the cache key is built."""
 
-    __slots__ = ("tensors", "layouts", "slots", "slot_keys", "scalars", "device", "cpu_scalars")
+    __slots__ = ("tensors", "layouts", "slots", "slot_keys", "scalars", "device")
 
     def __init__(self):
         self.tensors = []  # neuron tensors, in argument order
-        self.layouts = []  # (slot, dtype, sizes, strides, offset) per tensor
+        self.layouts = []  # (slot, dtype, sizes, strides, offset, storage nbytes) per tensor
         self.slots = {}  # storage key -> slot number
         self.slot_keys = []  # slot -> (key, nbytes)
-        self.scalars = []  # traced scalar values (Python numbers, host arrays, rng seeds)
+        self.scalars = []  # traced values: Python numbers, and _GenSlots for generators
         self.device = None
-        self.cpu_scalars = []
 
 
 def _tensor_sig(call: _Call, t: _Tensor, name):

@@ -24,11 +24,18 @@ aten = torch.ops.aten
 _libs: list = []
 
 
+def _is_view(op) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
+
+
 def _reaches_backend(op) -> bool:
-    """Not composite (PyTorch decomposes those above us), and not one of the C++ shim's kernels."""
+    """An eager kernel of ours is wanted: not composite (PyTorch decomposes those above us), not one
+    of the C++ shim's kernels, and not a view (eager views are native strided tensors; the table's
+    functional lowerings of views serve compiled graphs)."""
     name = op.name()
     return not (
-        torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+        _is_view(op)
+        or torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
         or torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
     )
 

@@ -1,0 +1,46 @@
+"""Run a function on CPU tensors and on their neuron copies; compare, and prove it ran on the device."""
+from __future__ import annotations
+
+import torch
+
+import torch_neuronx
+
+
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device).requires_grad_(x.requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+def _flat(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flat(v)]
+    return []
+
+
+def check_device(fn, *args, atol=None, rtol=None, must_run=None, allow_fallback=(), **kwargs):
+    """fn(*args) on the CPU vs fn on neuron copies of the tensors in args: same dtype, shape, values.
+
+    must_run: ATen op names (e.g. "aten.convolution.default") that must have executed on the device.
+    No CPU fallback may happen, except for the op names in allow_fallback."""
+    want = fn(*args, **kwargs)
+    torch_neuronx.clear_op_tracking()
+    got = fn(*_to(args, "neuron"), **_to(kwargs, "neuron"))
+    fell = {op: n for op, n in torch_neuronx.get_fallback_ops().items() if op not in allow_fallback}
+    assert not fell, f"fell back to the CPU: {fell}"
+    for op in must_run or ():
+        assert op in torch_neuronx.get_executed_ops(), f"{op} did not run on the device: {torch_neuronx.get_executed_ops()}"
+    wants, gots = _flat(want), _flat(got)
+    assert len(wants) == len(gots)
+    for w, g in zip(wants, gots):
+        assert g.device.type == "neuron", g.device
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        torch.testing.assert_close(g.cpu(), w, atol=atol, rtol=rtol, equal_nan=True)
+    return got
