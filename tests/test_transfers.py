@@ -168,3 +168,23 @@ def test_generators():
     torch.manual_seed(11)
     assert torch.neuron.initial_seed() == 11
     assert torch.neuron.default_generators[1].initial_seed() == 11
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+def test_float8_storage_and_casts(dtype):
+    x = torch.tensor([1e6, -1e6, float("nan"), float("inf"), 3.3, -0.7, 1e-3, 240.0])
+    want = x.to(dtype)  # e4m3fn saturates to +-448 on the CPU; XLA alone would give NaN
+    got = x.to("neuron").to(dtype)
+    assert got.dtype == dtype
+    finite = ~x.isnan()  # NaN payload bits may differ; NaN-ness is checked below
+    assert torch.equal(got.cpu().view(torch.uint8)[finite], want.view(torch.uint8)[finite])
+    assert torch.equal(want.to("neuron").cpu().view(torch.uint8), want.view(torch.uint8))
+    torch.testing.assert_close(got.float().cpu(), want.float(), equal_nan=True)
+    b = x.bfloat16()
+    assert torch.equal(b.to("neuron").to(dtype).cpu().view(torch.uint8)[finite], b.to(dtype).view(torch.uint8)[finite])
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_float_to_int_conversion_matches_cpu_out_of_range(dtype):
+    x = torch.tensor([1e6, -1e6, float("nan"), float("inf"), -float("inf"), 3e9, 3.7, -0.7, -3.7])
+    assert torch.equal(x.to("neuron").to(dtype).cpu(), x.to(dtype))

@@ -21,7 +21,7 @@ from .. import _C, metrics
 from .._jax import jax, jnp
 from ..ops import normalize
 from ..ops._registry import CheckedCall
-from ..ops._dtypes import UnsupportedDtype, to_numpy_dtype
+from ..ops._dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..runtime import storage
 from ..runtime.devices import jax_device
 from . import layout
@@ -494,7 +494,7 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         shapes = [f[0] for f in fresh] + [tuple(w.shape) for w, _ in written]
         # a lowering may skip an output nobody asked for (a gradient masked off): zeros, as meta says
         results = [
-            jnp.zeros(shape, to_numpy_dtype(d)) if r is None else r.astype(to_numpy_dtype(d))
+            jnp.zeros(shape, to_numpy_dtype(d)) if r is None else cast(r, to_numpy_dtype(d))
             for r, d, shape in zip(results, lowering_out_dtypes, shapes)
         ]
         out_bufs = []

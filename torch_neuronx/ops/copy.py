@@ -1,9 +1,10 @@
 """Copies between tensors on one device (cross-device copies are the runtime's transfers)."""
 from .._jax import jnp
+from ._dtypes import cast
 from ._registry import aten, lower
 
 
 # copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
 @lower(aten.copy.default)
 def copy(self, src, non_blocking=False):
-    return jnp.broadcast_to(src, self.shape).astype(self.dtype)
+    return cast(jnp.broadcast_to(src, self.shape), self.dtype)

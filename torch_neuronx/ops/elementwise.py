@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._jax import jax, jnp, lax
-from ._dtypes import is_low_precision, to_numpy_dtype
+from ._dtypes import cast, is_low_precision, to_numpy_dtype
 from ._registry import aten, lower
 
 # ---------------------------------------------------------------------------------------------
@@ -131,29 +131,6 @@ def _compute(dt):
 def _float_dtype(dt):
     """Result dtype of a float-only op (sin, div, ...): integers/bools go to the default dtype."""
     return np.dtype(dt) if _is_floatlike(dt) else default_float()
-
-
-def cast(x, dtype):
-    """`x.to(dtype)` with PyTorch's CPU conversion semantics (float -> int truncates toward zero and
-    wraps like the C++ conversion ATen uses; anything -> bool is `x != 0`)."""
-    dtype = np.dtype(dtype)
-    x = jnp.asarray(x)
-    src = np.dtype(x.dtype)
-    if src == dtype and not _is_weak(x):
-        return x
-    if dtype == _BOOL:
-        return x != 0
-    src_cat, dst_cat = _category(src), _category(dtype)
-    if src_cat == 3 and dst_cat != 3:
-        x = jnp.real(x)
-    if src_cat >= 2 and dst_cat == 1:
-        # ATen converts through a 32-bit (narrow types) or 64-bit (uint32/uint64) integer, which
-        # wraps: -1.0 -> uint8 gives 255. XLA's direct conversion saturates instead.
-        if dtype.itemsize < 4:
-            x = lax.convert_element_type(x, np.int32)
-        elif dtype.kind == "u":
-            x = lax.convert_element_type(x, np.int64)
-    return lax.convert_element_type(x, dtype)
 
 
 def _args(*xs, dt=None, compute=True):
