@@ -52,3 +52,19 @@ def test_fallback_can_be_an_error():
                        env={**os.environ, "TORCH_NEURONX_CPU_FALLBACK": "error"})
     assert r.returncode == 0, r.stderr
     assert "ERR" in r.stdout and "special_zeta" in r.stdout and "TORCH_NEURONX_CPU_FALLBACK" in r.stdout
+
+
+def test_lowered_ops_leave_the_decomposition_table():
+    from torch._decomp import decomposition_table as pytorch_table
+
+    from torch_neuronx.ops import LOWERINGS
+    from torch_neuronx.ops.decompositions import decomposition_table
+
+    aten = torch.ops.aten
+    ours = decomposition_table()
+    for op in (aten.gelu.default, aten._softmax.default, aten.native_layer_norm.default):
+        assert op in pytorch_table and op in LOWERINGS
+        assert op not in ours
+    assert aten.addcmul_.default not in ours  # in-place twin of a lowered op
+    assert aten.special_zeta.default not in LOWERINGS  # unlowered ops keep theirs, where PyTorch has one
+    assert all(op not in LOWERINGS for op in ours)

@@ -16,6 +16,7 @@ import torch
 
 from .. import _C, metrics
 from ..ops import LOWERINGS
+from ..ops.decompositions import decomposition_table
 from ..runtime import storage, transfer
 from . import dynamic, executor
 from .executor import OpSpec
@@ -204,9 +205,7 @@ FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
 
 
 def _decomposition(op):
-    from torch._decomp import decomposition_table
-
-    return decomposition_table.get(op)
+    return decomposition_table().get(op)
 
 
 def _fallback(op, *args, **kwargs):
