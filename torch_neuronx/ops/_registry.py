@@ -76,6 +76,9 @@ def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
 # ---- checks on values (out-of-range indices): computed inside the op's executable, raised by the caller
 
 _checks: list | None = None
+# Off only to measure what the checks cost (benchmarks/index_check.py): without them an
+# out-of-range index is silently clamped, a wrong answer.
+VALUE_CHECKS = True
 
 
 class CheckedCall:
@@ -96,7 +99,7 @@ class CheckedCall:
 def require(ok, error: type[Exception], message: str) -> None:
     """Inside a lowering: `ok` (a traced bool) must hold, else the op raises `error(message)` as
     PyTorch's CPU kernel would (XLA itself would clamp an out-of-range index silently)."""
-    if _checks is not None:
+    if _checks is not None and VALUE_CHECKS:
         _checks.append((ok, error, message))
 
 

@@ -1,0 +1,62 @@
+"""What raising on out-of-range indices costs: index ops with the in-executable range check (which
+makes the op wait for the device) vs the same ops with checks disabled, vs the CPU. One run, two
+interpreters (the checks are baked into executables when they compile).
+
+    python benchmarks/index_check.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+CHILD = r"""
+import os, json, statistics, time
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch, torch_neuronx
+from torch_neuronx.ops import _registry
+_registry.VALUE_CHECKS = os.environ["CHECKS"] == "1"
+torch.manual_seed(0)
+def med(fn, sync, n=300):
+    for _ in range(10): fn()
+    sync(); runs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(n): fn()
+        sync(); runs.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(runs)
+out = {}
+for dev in ("cpu", "neuron"):
+    w = torch.randn(1000, 64, device=dev); ids = torch.randint(0, 1000, (4, 32), device=dev)
+    x = torch.randn(64, 64, device=dev); idx = torch.randint(0, 64, (64, 8), device=dev)
+    sync = torch.neuron.synchronize if dev == "neuron" else (lambda: None)
+    out[dev] = {
+        "embedding 1000x64, 128 ids": med(lambda: torch.nn.functional.embedding(ids, w), sync),
+        "gather 64x64 -> 64x8": med(lambda: torch.gather(x, 1, idx), sync),
+        "index_select 1000x64, 128 rows": med(lambda: w.index_select(0, ids.flatten()), sync),
+    }
+print(json.dumps(out))
+"""
+
+
+def run(checks: bool) -> dict:
+    env = {**os.environ, "CHECKS": "1" if checks else "0"}
+    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    checked, unchecked = run(True), run(False)
+    names = list(checked["neuron"])
+    w = max(map(len, names))
+    print(f"{'op':<{w}}  {'checked µs':>10}  {'unchecked µs':>12}  {'cpu µs':>8}  {'checked/unchecked':>17}")
+    print("-" * (w + 55))
+    for n in names:
+        c, u, cpu = checked["neuron"][n], unchecked["neuron"][n], checked["cpu"][n]
+        print(f"{n:<{w}}  {c:>10.1f}  {u:>12.1f}  {cpu:>8.1f}  {c / u:>17.2f}")
+    print("\n(checked: the device's default, raising as the CPU does; unchecked: XLA's silent clamping)")
+
+
+if __name__ == "__main__":
+    main()
