@@ -313,7 +313,7 @@ def _finish(spec, args, kwargs, call, entry, outs):
 
 def _arg_value(spec, args, kwargs, name):
     i = spec.arg_names.index(name)
-    return args[i] if i < len(args) else kwargs[name]
+    return args[i] if i < len(args) else kwargs.get(name)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -392,11 +392,14 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         else:
             raise NotImplementedError(f"neuron: {spec.name} returns {type(m).__name__}; it needs its own kernel")
         n_own += 1
-    written = [(_arg_value(spec, margs, mkwargs, n), n) for n in spec.written]
-    take.extend(n_own + k for k in range(len(written)))
-    for w, name in written:
+    written = []  # (meta tensor, name) of each written argument that is a tensor (Tensor? may be None)
+    for k, name in enumerate(spec.written):
+        w = _arg_value(spec, margs, mkwargs, name)
         if isinstance(w, _Tensor):
-            _check_no_overlap(spec, w, name)
+            written.append((w, name))
+            take.append(n_own + k)
+    for w, name in written:
+        _check_no_overlap(spec, w, name)
     # what each lowering output becomes: fresh tensors first, then written arguments
     lowering_out_dtypes = [f[2] for f in fresh] + [w.dtype for w, _ in written]
 
