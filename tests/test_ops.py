@@ -129,3 +129,29 @@ def test_complex64_elementwise():
     b = torch.randn(4, dtype=torch.complex64)
     got = (a.to("neuron") * b.to("neuron") + 1).cpu()
     torch.testing.assert_close(got, a * b + 1)
+
+
+def test_repeat_interleave_with_tensor_repeats(track):
+    x = torch.randn(3, 4)
+    r = torch.tensor([1, 2, 0])
+    assert torch.equal(x.to("neuron").repeat_interleave(r.to("neuron"), dim=0).cpu(), x.repeat_interleave(r, dim=0))
+    assert torch.equal(torch.repeat_interleave(r.to("neuron"), output_size=3).cpu(), torch.repeat_interleave(r))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_multinomial_draws_on_the_device_with_the_right_law(track):
+    p = torch.tensor([[0.1, 0.2, 0.7], [0.5, 0.5, 0.0]])
+    torch.manual_seed(0)
+    s = torch.multinomial(p.to("neuron"), 20000, replacement=True).cpu()
+    assert s.shape == (2, 20000) and s.dtype == torch.int64
+    assert (s[1] == 2).sum() == 0  # zero weight: never drawn
+    freq = torch.stack([(s[0] == k).float().mean() for k in range(3)])
+    torch.testing.assert_close(freq, p[0], atol=0.015, rtol=0)
+    for _ in range(5):  # without replacement: distinct categories, never a zero-weight one
+        row0, row1 = torch.multinomial(p.to("neuron"), 2).cpu().tolist()
+        assert len(set(row0)) == 2 and sorted(row1) == [0, 1]
+    torch.manual_seed(3)
+    a = torch.multinomial(p.to("neuron"), 5, replacement=True).cpu()
+    torch.manual_seed(3)
+    assert torch.equal(torch.multinomial(p.to("neuron"), 5, replacement=True).cpu(), a)
+    assert torch_neuronx.get_fallback_ops() == {}

@@ -1,4 +1,5 @@
-"""Ops whose result shape depends on the data (nonzero, masked_select, boolean-mask indexing).
+"""Ops whose result shape depends on the data (nonzero, masked_select, boolean-mask indexing,
+repeat_interleave with tensor repeats).
 
 Each waits for the device once to learn its result's size (the count of True elements), then runs
 as ordinary static-shape device ops: `nonzero_static` with that size, and gathers with its result.
@@ -23,6 +24,18 @@ def masked_select(self, mask):
     self_b, mask_b = torch.broadcast_tensors(self, mask)
     flat = nonzero(mask_b.reshape(-1)).reshape(-1)
     return self_b.reshape(-1).index_select(0, flat)
+
+
+def repeat_interleave_kernel(spec_for):
+    """repeat_interleave.Tensor: its length is the sum of the repeats (one host read when the
+    caller gives no output_size), then the static-shape lowering runs."""
+
+    def repeat_interleave(repeats, *, output_size=None):
+        if output_size is None:
+            output_size = int(repeats.sum().item())
+        return executor.run(spec_for(aten.repeat_interleave.Tensor), (repeats,), {"output_size": output_size})
+
+    return repeat_interleave
 
 
 def index_kernel(spec_for):

@@ -334,6 +334,7 @@ def _register_into(lib) -> None:
         aten.nonzero.default: dynamic.nonzero,
         aten.masked_select.default: dynamic.masked_select,
         aten.index.Tensor: dynamic.index_kernel(_spec),
+        aten.repeat_interleave.Tensor: dynamic.repeat_interleave_kernel(_spec),
     }
     for op, fn in special.items():
         lib.impl(op, fn, "PrivateUse1")

@@ -123,6 +123,20 @@ def log_normal(self, mean, std, generator):
     return cast(jnp.exp(z * std + mean), self.dtype)
 
 
+# multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor
+@lower(aten.multinomial.default)
+def multinomial(self, num_samples, replacement, generator):
+    # rows of non-negative weights (not necessarily normalized); zero weights are never drawn
+    logits = jnp.log(cast(self, np.float32) if not _is_floatlike(self.dtype) else self.astype(np.float32))
+    if replacement:
+        draws = jax.random.categorical(generator, logits[..., None, :], axis=-1,
+                                       shape=logits.shape[:-1] + (num_samples,))
+        return draws.astype(np.int64)
+    # without replacement: the Gumbel-top-k trick draws distinct categories with the right law
+    gumbel = jax.random.gumbel(generator, logits.shape, np.float32)
+    return lax.top_k(logits + gumbel, num_samples)[1].astype(np.int64)
+
+
 # native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
 # (no Generator in the schema: the key comes from the default generator, rng=True)
 @lower(aten.native_dropout.default, rng=True)

@@ -66,6 +66,14 @@ def index_select(self, dim, index):
     )
 
 
+# repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+@lower(aten.repeat_interleave.Tensor)
+def repeat_interleave_tensor(repeats, output_size):
+    # output_size is the sum of repeats; eager supplies it after one host read when the caller did not
+    n = repeats.shape[0]
+    return jnp.repeat(jnp.arange(n, dtype=repeats.dtype), repeats, total_repeat_length=output_size)
+
+
 # repeat(Tensor self, SymInt[] repeats) -> Tensor
 @lower(aten.repeat.default)
 def repeat(self, repeats):
