@@ -112,3 +112,14 @@ def test_set_shares_storage():
     assert b.cpu().tolist() == [[2.0, 3.0], [4.0, 5.0]]
     b.fill_(7)
     assert a.cpu().tolist() == [0.0, 1.0, 7.0, 7.0, 7.0, 7.0]
+
+
+def test_inplace_metadata_ops_stay_native():
+    """unsqueeze_/t_/squeeze_/transpose_ change a tensor's shape, not its values."""
+    cpu = torch.randn(6)
+    dev = cpu.to("neuron")
+    for f in (lambda t: t.unsqueeze_(1), lambda t: t.t_(), lambda t: t.squeeze_(), lambda t: t.unsqueeze_(0).transpose_(0, 1)):
+        f(cpu)
+        f(dev)
+        assert dev.shape == cpu.shape and dev.stride() == cpu.stride()
+        torch.testing.assert_close(dev.cpu(), cpu)

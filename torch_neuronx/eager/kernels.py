@@ -50,6 +50,8 @@ def variants(op):
     schema = op._schema
     if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
         return []  # already in place
+    if _is_view(op):
+        return []  # unsqueeze_, t_, ...: they change a tensor's metadata, not its values
     name = schema.name.split("::", 1)[1]
     found = []
     inplace = getattr(aten, name + "_", None)
