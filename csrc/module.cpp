@@ -156,9 +156,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
             int_tuple(t.sizes()),
             int_tuple(t.strides()),
             t.storage_offset(),
-            py::reinterpret_borrow<py::object>(dtype));
+            py::reinterpret_borrow<py::object>(dtype),
+            (t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
       },
       py::arg("tensor"),
-      "(device_index, storage_key, storage_nbytes, sizes, strides, storage_offset, dtype), "
-      "or None off the neuron device");
+      "(device_index, storage_key, storage_nbytes, sizes, strides, storage_offset, dtype, "
+      "lazy flags: 1 conjugate, 2 negative), or None off the neuron device");
 }

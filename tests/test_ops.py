@@ -155,3 +155,17 @@ def test_multinomial_draws_on_the_device_with_the_right_law(track):
     torch.manual_seed(3)
     assert torch.equal(torch.multinomial(p.to("neuron"), 5, replacement=True).cpu(), a)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_lazy_conjugate_and_ifft():
+    c = torch.randn(4, dtype=torch.complex64)
+    d = c.to("neuron")
+    assert torch.equal(d.conj().cpu(), c.conj())
+    assert torch.equal((d.conj() * 1).cpu(), c.conj() * 1)
+    cc, dd = c.clone(), c.to("neuron")
+    cc.conj().mul_(1j)
+    dd.conj().mul_(1j)  # a write through a conjugate view
+    torch.testing.assert_close(dd.cpu(), cc)
+    x = torch.randn(8)
+    torch.testing.assert_close(torch.fft.ifft(x.to("neuron")).cpu(), torch.fft.ifft(x))
+    torch.testing.assert_close(torch.fft.ihfft(x.to("neuron")).cpu(), torch.fft.ihfft(x))

@@ -126,7 +126,7 @@ class _Call:
 
     def __init__(self):
         self.tensors = []  # neuron tensors, in argument order
-        self.layouts = []  # (slot, dtype, sizes, strides, offset, storage nbytes) per tensor
+        self.layouts = []  # (slot, dtype, sizes, strides, offset, storage nbytes, lazy bits) per tensor
         self.slots = {}  # storage key -> slot number
         self.slot_keys = []  # slot -> (key, nbytes)
         self.scalars = []  # traced values: Python numbers, and _GenSlots for generators
@@ -143,7 +143,7 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
             call.scalars.append(t.item())
             return ("cpu0", t.dtype)
         _raise_mismatch(call, dev, name)
-    index, key, nbytes, sizes, strides, offset, dtype = info
+    index, key, nbytes, sizes, strides, offset, dtype, lazy = info
     if call.device != index:
         if call.device is not None:
             _raise_mismatch(call, t.device, name)
@@ -154,7 +154,7 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
         if key:
             call.slots[key] = slot
         call.slot_keys.append((key, nbytes))
-    sig = (slot, dtype, sizes, strides, offset, nbytes)
+    sig = (slot, dtype, sizes, strides, offset, nbytes, lazy)
     call.tensors.append(t)
     call.layouts.append(sig)
     return sig
@@ -457,7 +457,7 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
                 flats[fk] = layout.to_storage_dtype(src, np_dtype, length)
             return flats[fk]
 
-        values = [layout.read(flat(l[0], l[1]), l[2], l[3], l[4]) for l in layouts]
+        values = [_apply_lazy(layout.read(flat(l[0], l[1]), l[2], l[3], l[4]), l[6]) for l in layouts]
         vals = iter(values)
         scal = iter(flat_scalars)
 
@@ -506,7 +506,8 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
             out_bufs.append(layout.fresh(r.reshape(sizes), sizes, strides, length))
         updated = {}
         for ti, r in zip(write_targets, results[len(fresh):]):
-            slot, dtype, sizes, strides, offset, _nb = layouts[ti]
+            slot, dtype, sizes, strides, offset, _nb, lazy = layouts[ti]
+            r = _apply_lazy(r, lazy)  # a write through a conjugate/negative view stores the inverse
             base = updated.get(slot)
             if base is None or base.dtype != to_numpy_dtype(dtype):
                 base = flat(slot, dtype) if base is None else layout.to_storage_dtype(
@@ -544,6 +545,15 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
     metrics.compiled(spec.name, entry.compile_s)
     _CACHE[key] = entry
     return entry
+
+
+def _apply_lazy(x, flags: int):
+    """A tensor's lazy conjugate (1) and negative (2) bits, made real: its values as PyTorch sees them."""
+    if flags & 1:
+        x = jnp.conj(x)
+    if flags & 2:
+        x = -x
+    return x
 
 
 def _named(e: Exception, op_name: str) -> Exception:

@@ -29,6 +29,10 @@ def _is_view(op) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
 
 
+# views whose schema does not say so: PyTorch's own kernel makes them without a copy
+_NATIVE_IN_EAGER = {"aten::_unsafe_view"}
+
+
 def _reaches_backend(op) -> bool:
     """An eager kernel of ours is wanted: not composite (PyTorch decomposes those above us), not one
     of the C++ shim's kernels, and not a view (eager views are native strided tensors; the table's
@@ -36,6 +40,7 @@ def _reaches_backend(op) -> bool:
     name = op.name()
     return not (
         _is_view(op)
+        or name in _NATIVE_IN_EAGER
         or torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
         or torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
     )
@@ -105,7 +110,7 @@ def _spec(op, functional=None) -> OpSpec:
 def device_array(t: torch.Tensor):
     """`t`'s values as a jax array of shape `t.shape` on its device (one launch if `t` is a view)."""
     storage.sync()
-    key = _whole_storage(t)
+    key = _whole_storage(t) if not (t.is_conj() or t.is_neg()) else 0
     if key:
         buf = storage.BUFFERS.get(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):

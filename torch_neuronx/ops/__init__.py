@@ -14,10 +14,15 @@ FAMILIES = (
     "linalg",
     "norm",
     "shape",
+    "views",
     "indexing",
+    "sorting",
+    "conv",
+    "resample",
     "factory",
     "random",
     "attention",
+    "misc",
 )
 
 from .._jax import deferring

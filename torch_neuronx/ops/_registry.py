@@ -57,6 +57,14 @@ def lower(
     return register
 
 
+# c10::ScalarType enum codes, as schema defaults spell dtypes
+SCALAR_TYPES = {
+    0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+    6: torch.float32, 7: torch.float64, 8: torch.complex32, 9: torch.complex64, 10: torch.complex128,
+    11: torch.bool, 15: torch.bfloat16,
+}
+
+
 def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
     """Every schema argument of `op`, in schema order, defaults filled in."""
     out = []
@@ -67,7 +75,10 @@ def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
         elif a.name in kwargs:
             out.append(kwargs[a.name])
         elif a.has_default_value():
-            out.append(a.default_value)
+            default = a.default_value
+            if isinstance(default, int) and "int" in str(a.type) and a.name == "dtype":
+                default = SCALAR_TYPES[default]  # schemas store a ScalarType default as its enum code
+            out.append(default)
         else:
             raise TypeError(f"{op}: missing argument '{a.name}'")
     return out
