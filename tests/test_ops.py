@@ -169,3 +169,20 @@ def test_lazy_conjugate_and_ifft():
     x = torch.randn(8)
     torch.testing.assert_close(torch.fft.ifft(x.to("neuron")).cpu(), torch.fft.ifft(x))
     torch.testing.assert_close(torch.fft.ihfft(x.to("neuron")).cpu(), torch.fft.ihfft(x))
+
+
+def test_embedding_max_norm_renormalizes_rows_in_place():
+    torch.manual_seed(0)
+    w = torch.randn(10, 4) * 3
+    ids = torch.tensor([[1, 2, 1], [9, 0, 0]])
+    wc, wd = w.clone(), w.to("neuron")
+    want = F.embedding(ids, wc, max_norm=1.5)
+    got = F.embedding(ids.to("neuron"), wd, max_norm=1.5)
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(wd.cpu(), wc)  # the looked-up rows of the weight were renormalized
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_softmax_of_an_empty_tensor():
+    x = torch.empty(5, 0, 3)
+    assert torch.equal(torch.softmax(x.to("neuron"), -1).cpu(), torch.softmax(x, -1))

@@ -150,6 +150,23 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     return out.astype(grad_output.dtype)
 
 
+# embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> Tensor(a!)
+@lower(aten.embedding_renorm_.default)
+def embedding_renorm_(self, indices, max_norm, norm_type):
+    # rows looked up by `indices` (each once, however often it appears) whose norm exceeds
+    # max_norm are scaled down to it, as F.embedding(max_norm=...) does before the lookup
+    require_in_range(indices, self.shape[0], IndexError, "index out of range in self", False)
+    acc = _acc(self.dtype)
+    x = self.astype(acc)
+    if norm_type == 2:
+        norm = jnp.sqrt(jnp.sum(x * x, axis=1))
+    else:
+        norm = jnp.sum(jnp.abs(x) ** norm_type, axis=1) ** (1.0 / norm_type)
+    hit = jnp.zeros((self.shape[0],), bool).at[indices.reshape(-1)].set(True, mode="drop")
+    scale = jnp.where(hit & (norm > max_norm), max_norm / (norm + 1e-7), 1.0)
+    return (x * scale[:, None].astype(acc)).astype(self.dtype)
+
+
 # gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
 @lower(aten.gather.default)
 def gather(self, dim, index, sparse_grad):

@@ -166,6 +166,8 @@ def _vector_norm(x, ord, axes, keepdim, out_dtype):
 def _softmax_impl(x, dim, half_to_float, log):
     # half_to_float (CUDA-only in PyTorch; the CPU kernel refuses it) returns the float32 result.
     out_dtype = _F32 if half_to_float and is_low_precision(x.dtype) else x.dtype
+    if x.size == 0:  # nothing to normalize (jnp.max has no identity for an empty reduction)
+        return x.astype(out_dtype)
     x1, axis, undo = _single_axis(x, dim)
     xf = opmath(x1)
     m = lax.stop_gradient(jnp.max(xf, axis=axis, keepdims=True))
