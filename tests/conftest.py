@@ -22,3 +22,16 @@ def track():
     """Clears op tracking before the test; the test asserts on torch_neuronx.metrics after."""
     torch_neuronx.clear_op_tracking()
     yield torch_neuronx.metrics
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture
+def none_ok():
+    """run_lowering, for lowerings that return None for undefined outputs."""
+    from lowering_harness import run_lowering
+
+    return run_lowering

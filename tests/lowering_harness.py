@@ -19,7 +19,9 @@ def to_jax(t: torch.Tensor):
     return jnp.asarray(t.numpy())
 
 
-def to_torch(a) -> torch.Tensor:
+def to_torch(a) -> torch.Tensor | None:
+    if a is None:  # a lowering's undefined output (a gradient masked off)
+        return None
     a = np.asarray(a)
     dtype = to_torch_dtype(a.dtype)
     if dtype in (torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2):

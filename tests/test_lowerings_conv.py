@@ -11,7 +11,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import lowering_harness as harness  # noqa: E402
 from device_harness import check_device  # noqa: E402
 from lowering_harness import check_lowering, run_lowering  # noqa: E402
 
@@ -21,17 +20,6 @@ BF = dict(atol=2e-2, rtol=2e-2)
 F32 = dict(atol=1e-4, rtol=1e-4)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture
-def none_ok(monkeypatch):
-    """run_lowering that passes None outputs (PyTorch's undefined tensors) through."""
-    to_torch = harness.to_torch
-    monkeypatch.setattr(harness, "to_torch", lambda a: None if a is None else to_torch(a))
-    return run_lowering
 
 
 def randn(*shape, dtype=torch.float32):

@@ -22,10 +22,6 @@ NAN, INF = float("nan"), float("inf")
 BF = dict(atol=2e-2, rtol=2e-2)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
 
 def chk(op, *args, **kwargs):
     """check_lowering with bfloat16/float16 tolerances when any tensor argument is 16-bit."""

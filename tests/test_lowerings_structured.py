@@ -10,7 +10,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import lowering_harness as harness  # noqa: E402
 from lowering_harness import check_lowering, run_lowering  # noqa: E402
 
 aten = torch.ops.aten
@@ -18,17 +17,6 @@ NAN, INF = float("nan"), float("inf")
 BF = dict(atol=1e-2, rtol=1e-2)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture
-def none_ok(monkeypatch):
-    """run_lowering that passes None outputs (PyTorch's undefined tensors) through."""
-    to_torch = harness.to_torch
-    monkeypatch.setattr(harness, "to_torch", lambda a: None if a is None else to_torch(a))
-    return run_lowering
 
 
 def chk(op, *args, **kwargs):
