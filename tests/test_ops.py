@@ -64,6 +64,7 @@ CASES = {
     "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda: (_r(2, 2, 5, 8), _r(2, 2, 5, 8), _r(2, 2, 5, 8)), None),
     "sdpa_bool_mask": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tril(torch.ones(5, 6, dtype=torch.bool)).to(q.device)), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8)), None),
     "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8), _r(5, 6)), None),
+    "sdpa_broadcast_batch": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (_r(3, 5, 8), _r(2, 3, 6, 8), _r(2, 3, 6, 8)), None),
     "to_dtype": (lambda a: a.to(torch.float16).to(torch.float32), lambda: (_r(4, 5),), "aten._to_copy.default"),
 }
 
