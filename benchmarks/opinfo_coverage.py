@@ -1,0 +1,204 @@
+"""OpInfo coverage of the neuron device: every entry of PyTorch's op_db, on neuron vs the CPU.
+
+    python benchmarks/opinfo_coverage.py                      # the full sweep (all entries, all dtypes)
+    python benchmarks/opinfo_coverage.py --dtypes float32     # the target metric only (faster)
+    python benchmarks/opinfo_coverage.py --ops conv,pool -v   # entries whose name contains a substring
+    python benchmarks/opinfo_coverage.py --json out.json      # also write every result as JSON
+
+For each entry, float32 and bfloat16 plus the integer and bool dtypes it supports on the CPU
+(`op.supported_dtypes("cpu")`); the first --max-samples samples of each. Prints a coverage table per
+dtype (entries, entries with samples, passed, fell back to the CPU, failed, skipped, xfail), the
+issue's target metric (the share of entries with float32 samples that pass with no CPU fallback),
+the failing entries with their first error line, and the ATen ops that fell back ranked by how many
+entries need them: the work list for lowering authors. The machinery (lists of skips, xfails,
+random ops and tolerances, each with its reason) is tests/opinfo_support.py.
+
+Entries run one after another in child processes of --chunk entries each (fresh interpreters, never
+forks of one that has jax loaded): one process for all of op_db would run out of memory mappings
+(see _run_isolated), and a crash or hang costs only the entry it happened in. --in-process runs
+everything in this process (fine for a filtered run).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP (see tests/conftest.py)
+os.environ.setdefault("TORCH_NEURONX_CPU_FALLBACK", "warn")
+os.environ.setdefault("TORCH_NEURONX_PLATFORM", "cpu")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import opinfo_support as S  # noqa: E402
+
+CHUNK = 100  # entries per child process (see _run_isolated)
+
+
+def select_ops(substrings: str | None):
+    ops = S.op_db()
+    if substrings:
+        subs = [s for s in substrings.split(",") if s]
+        ops = [op for op in ops if any(s in S.entry_name(op) for s in subs)]
+    return ops
+
+
+def parse_dtypes(text: str):
+    if text in ("all", ""):
+        return S.SWEEP_DTYPES
+    return tuple(S.parse_dtype(t.strip()) for t in text.split(",") if t.strip())
+
+
+def run_sweep(ops_filter=None, dtypes=S.SWEEP_DTYPES, max_samples=S.DEFAULT_MAX_SAMPLES,
+              timeout_s=S.DEFAULT_TIMEOUT_S, verbose=False, stream=sys.stderr, isolate=True,
+              chunk=CHUNK) -> list:
+    """The sweep; returns the Results. isolate=True (the default) runs it in child processes of
+    `chunk` entries each; isolate=False runs it in this process."""
+    if isolate:
+        return _run_isolated(ops_filter, dtypes, max_samples, timeout_s, verbose, stream, chunk)
+    ops = select_ops(ops_filter)
+    start = time.perf_counter()
+    done = [0]
+
+    def progress(r):
+        done[0] += 1
+        _progress(r, start, done[0], verbose, stream)
+
+    return S.sweep(ops, dtypes, max_samples=max_samples, timeout_s=timeout_s, progress=progress)
+
+
+def _progress(r, start, done, verbose, stream):
+    if verbose or r.status in ("fail", "xpass"):
+        print(f"[{time.perf_counter() - start:7.1f}s] {r.seconds:5.1f}s {r.line()}", file=stream, flush=True)
+    elif done % 100 == 0:
+        print(f"[{time.perf_counter() - start:7.1f}s] {done} entry/dtype pairs done", file=stream, flush=True)
+
+
+def _run_isolated(ops_filter, dtypes, max_samples, timeout_s, verbose, stream, chunk):
+    """Child processes (fresh interpreters, not forks) run `chunk` entries each and stream one JSON
+    line per result. Each executable the device compiles keeps memory mappings (about 30 per entry
+    and dtype), and one process running all of op_db's ~3900 pairs would pass the kernel's
+    vm.max_map_count (65530) and crash; chunks stay far below it. A child that dies or stops
+    answering costs only the (entry, dtype) it was on: that is recorded and a new child resumes
+    after it."""
+    n = len(select_ops(ops_filter))
+    dtype_arg = ",".join(S.DTYPE_NAMES[d] for d in dtypes)
+    hang_s = 2 * timeout_s + 120  # SIGALRM cannot interrupt a hang inside C++: the parent's watchdog
+    results, begin, after, done = [], 0, "", 0
+    start = time.perf_counter()
+    while begin < n:
+        stop = min(begin + chunk, n)
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--start", str(begin), "--stop", str(stop),
+               "--dtypes", dtype_arg, "--max-samples", str(max_samples), "--timeout", str(timeout_s)]
+        if after:
+            cmd += ["--resume-after", after]
+        if ops_filter:
+            cmd += ["--ops", ops_filter]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: ([lines.put(x) for x in proc.stdout], lines.put(None)), daemon=True).start()
+        current, last, hung = None, None, False
+        while True:
+            try:
+                line = lines.get(timeout=hang_s)
+            except queue.Empty:
+                hung = True
+                proc.kill()
+                break
+            if line is None:
+                break
+            msg = json.loads(line)
+            if "begin" in msg:
+                current = msg["begin"]
+                continue
+            r = S.Result(**msg)
+            results.append(r)
+            last, current = current, None
+            done += 1
+            _progress(r, start, done, verbose, stream)
+        rc = proc.wait()
+        if current is None and rc == 0:
+            begin, after = stop, ""
+            continue
+        if current is None:  # died between two entries: resume after the last one
+            if last is None:
+                raise RuntimeError(f"the opinfo worker for entries {begin}..{stop} exited with status {rc} "
+                                   "before running any")
+            _, dtype, index = last
+        else:
+            name, dtype, index = current
+            if hung:
+                status, why = "skip", f"timeout: no answer in {hang_s:g} s (hung; the worker was killed)"
+            else:
+                status, why = "fail", f"crashed the process (exit status {rc})"
+            results.append(S.Result(name, dtype, status, reason=why, has_samples=True))
+            done += 1
+            print(f"{name} [{dtype}] {why}", file=stream, flush=True)
+        begin, after = index, dtype  # resume with the next dtype of that entry
+    return results
+
+
+def _worker(args):
+    ops = select_ops(args.ops)
+    dtypes = parse_dtypes(args.dtypes)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # ops that print must not corrupt the JSON stream
+    stop = len(ops) if args.stop is None else min(args.stop, len(ops))
+    for index in range(args.start, stop):
+        op = ops[index]
+        todo = S.sweep_dtypes(op, dtypes)
+        if index == args.start and args.resume_after:
+            names = [S.DTYPE_NAMES[d] for d in todo]
+            todo = todo[names.index(args.resume_after) + 1:] if args.resume_after in names else todo
+        for dtype in todo:
+            out.write(json.dumps({"begin": [S.entry_name(op), S.DTYPE_NAMES[dtype], index]}) + "\n")
+            out.flush()
+            r = S.run_entry(op, dtype, max_samples=args.max_samples, timeout_s=args.timeout)
+            out.write(json.dumps(dataclasses.asdict(r)) + "\n")
+            out.flush()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ops", help="comma-separated substrings; run the entries whose name contains any")
+    p.add_argument("--dtypes", default="all",
+                   help="comma-separated (float32,bfloat16,int64,int32,int16,int8,uint8,bool; or all); "
+                        "each entry runs the ones it supports")
+    p.add_argument("--max-samples", type=int, default=S.DEFAULT_MAX_SAMPLES, help="samples per entry and dtype")
+    p.add_argument("--timeout", type=float, default=S.DEFAULT_TIMEOUT_S, help="seconds per entry and dtype")
+    p.add_argument("--json", help="write every result (and the summary) to this path")
+    p.add_argument("--in-process", action="store_true",
+                   help="run in this process (default: child processes of --chunk entries; they survive crashes)")
+    p.add_argument("--chunk", type=int, default=CHUNK, help="entries per child process")
+    p.add_argument("--full-lists", action="store_true", help="list every failure and fallback op (default: 60)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every result as it comes")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--stop", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--resume-after", default="", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        _worker(args)
+        return 0
+
+    start = time.perf_counter()
+    results = run_sweep(args.ops, parse_dtypes(args.dtypes), args.max_samples, args.timeout, args.verbose,
+                        isolate=not args.in_process, chunk=args.chunk)
+    elapsed = time.perf_counter() - start
+    print(S.report(results, max_list=None if args.full_lists else 60))
+    print(f"\n{len(results)} entry/dtype pairs in {elapsed:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": S.summarize(results), "seconds": elapsed,
+                       "fallback_ranking": S.fallback_ranking(results),
+                       "results": [dataclasses.asdict(r) for r in results]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
