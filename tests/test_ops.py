@@ -187,3 +187,12 @@ def test_embedding_max_norm_renormalizes_rows_in_place():
 def test_softmax_of_an_empty_tensor():
     x = torch.empty(5, 0, 3)
     assert torch.equal(torch.softmax(x.to("neuron"), -1).cpu(), torch.softmax(x, -1))
+
+
+def test_bool_scatter_add_is_logical_or():
+    x = torch.zeros(10, 5, dtype=torch.bool)
+    idx = torch.randint(0, 10, (5, 5))
+    src = torch.rand(5, 5) > 0.5
+    for f in (lambda a, i, s: a.scatter_add(0, i, s), lambda a, i, s: a.scatter(0, i, s, reduce="add"),
+              lambda a, i, s: torch.ones_like(a).scatter(0, i, s, reduce="multiply")):
+        assert torch.equal(f(x.to("neuron"), idx.to("neuron"), src.to("neuron")).cpu(), f(x, idx, src))

@@ -90,6 +90,12 @@ def _scatter(self, dim, index, src, reduce=None):
     kw = dict(mode="drop", wrap_negative_indices=False)
     if reduce is None:
         return undo(x.at[key].set(src.astype(x.dtype), **kw))
+    if x.dtype == np.bool_:  # bool sums are ORs and products ANDs, as on the CPU
+        s = src.astype(np.bool_)
+        if reduce == "add":
+            return undo(x.at[key].max(s, **kw))
+        if reduce == "multiply":
+            return undo(x.at[key].min(s, **kw))
     acc = _acc(x.dtype)
     xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)
     if reduce == "add":
