@@ -276,7 +276,9 @@ def cpu_fallback(op, args, kwargs):
 
     def to_cpu(v):
         if isinstance(v, torch.Tensor) and v.device.type == "neuron":
-            return to_host(v)
+            # a CPU tensor of its own (to_host's may wrap numpy memory, which cannot be resized
+            # when the op resizes an out= argument)
+            return to_host(v).clone()
         if isinstance(v, (list, tuple)):
             return type(v)(to_cpu(x) for x in v)
         if isinstance(v, torch.device) and v.type == "neuron":
