@@ -12,6 +12,7 @@ FAMILIES = (
     "elementwise",
     "reduction",
     "linalg",
+    "linalg_decomp",
     "norm",
     "shape",
     "views",
@@ -23,6 +24,7 @@ FAMILIES = (
     "random",
     "attention",
     "misc",
+    "special",
 )
 
 from .._jax import deferring
