@@ -196,3 +196,15 @@ def test_bool_scatter_add_is_logical_or():
     for f in (lambda a, i, s: a.scatter_add(0, i, s), lambda a, i, s: a.scatter(0, i, s, reduce="add"),
               lambda a, i, s: torch.ones_like(a).scatter(0, i, s, reduce="multiply")):
         assert torch.equal(f(x.to("neuron"), idx.to("neuron"), src.to("neuron")).cpu(), f(x, idx, src))
+
+
+def test_equal_returns_a_python_bool(track):
+    a = torch.arange(6.0).view(2, 3)
+    d = a.to("neuron")
+    assert torch.equal(d, a.clone().to("neuron")) is True
+    assert torch.equal(d, (a + 1).to("neuron")) is False
+    assert torch.equal(d, a.view(3, 2).to("neuron")) is False
+    nan = torch.tensor([float("nan")])
+    assert torch.equal(nan.to("neuron"), nan.to("neuron")) == torch.equal(nan, nan)
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch.testing.assert_close(torch.cov(d).cpu(), torch.cov(a))

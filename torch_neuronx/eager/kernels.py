@@ -197,6 +197,18 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     return aten._native_batch_norm_legit_no_training.default(input, weight, bias, running_mean, running_var, momentum, eps)
 
 
+def equal(self, other) -> bool:
+    """torch.equal returns a Python bool: same shape, then one reduction on the device and a read."""
+    if self.device != other.device:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{self.device} and {other.device}! (when checking argument other in aten.equal.default)"
+        )
+    if self.shape != other.shape:
+        return False
+    return bool(aten.eq.Tensor(self, other).all().item())
+
+
 def _dense(t) -> bool:
     from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
 
@@ -355,6 +367,7 @@ def _register_into(lib) -> None:
         aten.index.Tensor: dynamic.index_kernel(_spec),
         aten.repeat_interleave.Tensor: dynamic.repeat_interleave_kernel(_spec),
         aten.native_batch_norm.default: native_batch_norm,
+        aten.equal.default: equal,
     }
     for op, fn in special.items():
         lib.impl(op, fn, "PrivateUse1")
