@@ -79,30 +79,62 @@ def _progress(r, start, done, verbose, stream):
         print(f"[{time.perf_counter() - start:7.1f}s] {done} entry/dtype pairs done", file=stream, flush=True)
 
 
-def _run_isolated(ops_filter, dtypes, max_samples, timeout_s, verbose, stream, chunk):
+def _run_isolated(ops_filter, dtypes, max_samples, timeout_s, verbose, stream, chunk, recheck=True):
     """Child processes (fresh interpreters, not forks) run `chunk` entries each and stream one JSON
     line per result. Each executable the device compiles keeps memory mappings (about 30 per entry
     and dtype), and one process running all of op_db's ~3900 pairs would pass the kernel's
     vm.max_map_count (65530) and crash; chunks stay far below it. A child that dies or stops
     answering costs only the (entry, dtype) it was on: that is recorded and a new child resumes
-    after it."""
-    n = len(select_ops(ops_filter))
-    dtype_arg = ",".join(S.DTYPE_NAMES[d] for d in dtypes)
-    hang_s = 2 * timeout_s + 120  # SIGALRM cannot interrupt a hang inside C++: the parent's watchdog
-    results, begin, after, done = [], 0, "", 0
+    after it. With recheck, the failures are then run again in a fresh process: one that passes
+    there still counts as failed, but its reason says that it failed only after other entries ran
+    before it in the same process (a device state bug, not the entry's own lowering)."""
+    ops = select_ops(ops_filter)
+    jobs = [(i, S.entry_name(op), d) for i, op in enumerate(ops) for d in S.sweep_dtypes(op, dtypes)]
     start = time.perf_counter()
-    while begin < n:
-        stop = min(begin + chunk, n)
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--start", str(begin), "--stop", str(stop),
-               "--dtypes", dtype_arg, "--max-samples", str(max_samples), "--timeout", str(timeout_s)]
-        if after:
-            cmd += ["--resume-after", after]
+    counter = [0]
+    results = _run_jobs(jobs, ops_filter, max_samples, timeout_s, verbose, stream, chunk, start, counter)
+    if recheck:
+        failed = [k for k, r in enumerate(results) if r.status == "fail" and "crashed" not in r.reason]
+        if failed:
+            print(f"[{time.perf_counter() - start:7.1f}s] rechecking {len(failed)} failures in a fresh process",
+                  file=stream, flush=True)
+            index = {S.entry_name(op): i for i, op in enumerate(ops)}
+            with open(os.devnull, "w") as quiet:
+                again = _run_jobs([(index[results[k].name], results[k].name, S.parse_dtype(results[k].dtype))
+                                   for k in failed], ops_filter, max_samples, timeout_s, False,
+                                  quiet, len(failed) + 1, start, [0])
+            by_pair = {(r.name, r.dtype): r for r in again}
+            for k in failed:
+                r2 = by_pair.get((results[k].name, results[k].dtype))
+                if r2 is not None and r2.status in ("pass", "fallback"):
+                    results[k].reason = (f"order-dependent: {r2.status} when rerun in a fresh process; failed after "
+                                         f"the entries before it: {results[k].reason}")[:400]
+                    results[k].order_dependent = True
+    return results
+
+
+def _run_jobs(jobs, ops_filter, max_samples, timeout_s, verbose, stream, chunk, start, counter):
+    """Run (entry index, name, dtype) jobs in child processes, at most `chunk` entries per child."""
+    hang_s = 2 * timeout_s + 120  # SIGALRM cannot interrupt a hang inside C++: the parent's watchdog
+    results, pos = [], 0
+    while pos < len(jobs):
+        # the next chunk: jobs of at most `chunk` distinct entries
+        entries, end = set(), pos
+        while end < len(jobs) and (jobs[end][0] in entries or len(entries) < chunk):
+            entries.add(jobs[end][0])
+            end += 1
+        batch = jobs[pos:end]
+        spec = json.dumps([[i, S.DTYPE_NAMES[d]] for i, _, d in batch])
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--max-samples", str(max_samples),
+               "--timeout", str(timeout_s)]
         if ops_filter:
             cmd += ["--ops", ops_filter]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc.stdin.write(spec)
+        proc.stdin.close()
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: ([lines.put(x) for x in proc.stdout], lines.put(None)), daemon=True).start()
-        current, last, hung = None, None, False
+        current, finished, hung = None, 0, False
         while True:
             try:
                 line = lines.get(timeout=hang_s)
@@ -118,49 +150,43 @@ def _run_isolated(ops_filter, dtypes, max_samples, timeout_s, verbose, stream, c
                 continue
             r = S.Result(**msg)
             results.append(r)
-            last, current = current, None
-            done += 1
-            _progress(r, start, done, verbose, stream)
+            current = None
+            finished += 1
+            counter[0] += 1
+            _progress(r, start, counter[0], verbose, stream)
         rc = proc.wait()
-        if current is None and rc == 0:
-            begin, after = stop, ""
+        if rc == 0 and current is None and finished == len(batch):
+            pos = end
             continue
-        if current is None:  # died between two entries: resume after the last one
-            if last is None:
-                raise RuntimeError(f"the opinfo worker for entries {begin}..{stop} exited with status {rc} "
-                                   "before running any")
-            _, dtype, index = last
-        else:
-            name, dtype, index = current
+        if current is not None:  # it died (or hung) on this job: record it, resume after it
+            name, dtype = current
             if hung:
                 status, why = "skip", f"timeout: no answer in {hang_s:g} s (hung; the worker was killed)"
             else:
                 status, why = "fail", f"crashed the process (exit status {rc})"
             results.append(S.Result(name, dtype, status, reason=why, has_samples=True))
-            done += 1
+            counter[0] += 1
             print(f"{name} [{dtype}] {why}", file=stream, flush=True)
-        begin, after = index, dtype  # resume with the next dtype of that entry
+            finished += 1
+        elif finished == 0:
+            raise RuntimeError(f"an opinfo worker exited with status {rc} before running anything")
+        pos += finished
     return results
 
 
 def _worker(args):
+    """Run the jobs given on stdin ([[entry index, dtype name], ...]); one JSON line before and after each."""
     ops = select_ops(args.ops)
-    dtypes = parse_dtypes(args.dtypes)
+    jobs = json.load(sys.stdin)
     out = sys.stdout
     sys.stdout = sys.stderr  # ops that print must not corrupt the JSON stream
-    stop = len(ops) if args.stop is None else min(args.stop, len(ops))
-    for index in range(args.start, stop):
+    for index, dtype_name in jobs:
         op = ops[index]
-        todo = S.sweep_dtypes(op, dtypes)
-        if index == args.start and args.resume_after:
-            names = [S.DTYPE_NAMES[d] for d in todo]
-            todo = todo[names.index(args.resume_after) + 1:] if args.resume_after in names else todo
-        for dtype in todo:
-            out.write(json.dumps({"begin": [S.entry_name(op), S.DTYPE_NAMES[dtype], index]}) + "\n")
-            out.flush()
-            r = S.run_entry(op, dtype, max_samples=args.max_samples, timeout_s=args.timeout)
-            out.write(json.dumps(dataclasses.asdict(r)) + "\n")
-            out.flush()
+        out.write(json.dumps({"begin": [S.entry_name(op), dtype_name]}) + "\n")
+        out.flush()
+        r = S.run_entry(op, S.parse_dtype(dtype_name), max_samples=args.max_samples, timeout_s=args.timeout)
+        out.write(json.dumps(dataclasses.asdict(r)) + "\n")
+        out.flush()
 
 
 def main(argv=None):
@@ -178,9 +204,6 @@ def main(argv=None):
     p.add_argument("--full-lists", action="store_true", help="list every failure and fallback op (default: 60)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every result as it comes")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--stop", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--resume-after", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         _worker(args)
