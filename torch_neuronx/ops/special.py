@@ -26,7 +26,7 @@ import numpy as np
 from .._jax import jax, jnp, lax
 from ._dtypes import cast
 from ._registry import aten, lower, require_in_range
-from .elementwise import _args, _compute, _float_dtype, _is_float, _out, _unary_float, result_dtype
+from .elementwise import _binary_float, _compute, _float_dtype, _is_float, _out, _unary_float, result_dtype
 from .misc import _digamma
 
 _F64 = np.dtype(np.float64)
@@ -132,15 +132,6 @@ def _no_low_precision(name, fn):
             names = {np.dtype(jnp.bfloat16): "BFloat16", np.dtype(np.float16): "Half"}
             raise NotImplementedError(f'"{name}" not implemented for \'{names.get(np.dtype(self.dtype), self.dtype)}\'')
         return fn(self)
-
-    return lowering
-
-
-def _binary_float(fn):
-    def lowering(self, other):
-        dt = _float_dtype(result_dtype(self, other))
-        a, b, _ = _args(self, other, dt=dt)
-        return _out(fn(a, b), dt)
 
     return lowering
 
