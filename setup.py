@@ -3,6 +3,10 @@
 Install with `pip install --no-build-isolation .` so the extension links the installed torch.
 """
 import glob
+import os
+
+# A stale install of this package (moved checkout) must not break importing torch here.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
