@@ -60,3 +60,14 @@ def test_resize_keeps_contents():
     assert t[:4].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
     t.resize_(2)
     assert t.cpu().tolist() == [0.0, 1.0]
+
+
+def test_empty_storages_hold_no_buffer():
+    # an in-place update of an empty tensor must not leave a buffer that a later empty tensor of
+    # another dtype would read (all empty storages share the null key)
+    rank = torch.linalg.matrix_rank(torch.randn(0, 5, 5).to("neuron"))
+    assert rank.dtype == torch.int64 and rank.shape == (0,)
+    assert 0 not in storage.BUFFERS
+    x = torch.empty(1, 0, 3).to("neuron")
+    y = torch.special.bessel_j0(x)
+    assert y.dtype == torch.float32 and y.cpu().shape == (1, 0, 3)

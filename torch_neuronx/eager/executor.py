@@ -292,7 +292,9 @@ def _finish(spec, args, kwargs, call, entry, outs):
     fresh_bufs = outs[: len(entry.fresh)]
     updates = outs[len(entry.fresh):]
     for slot, buf in zip(entry.write_slots, updates):
-        _BUFFERS[call.slot_keys[slot][0]] = buf
+        k = call.slot_keys[slot][0]
+        if k:  # 0: an empty storage, which holds nothing
+            _BUFFERS[k] = buf
     results = []
     for kind, what in entry.returns:
         if kind == "tensor":
