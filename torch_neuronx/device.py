@@ -302,3 +302,17 @@ def default_stream(device=None):
 def platform() -> str:
     """The PJRT platform that provides the NeuronCores ('cpu', 'cuda', ...)."""
     return config.platform()
+
+
+def get_dynamo_metrics() -> dict:
+    """Compiled mode's record: graphs compiled, per-graph compile time and node count, recompiles with
+    their reason, executions (see torch_neuronx.metrics.get_dynamo_metrics)."""
+    from . import metrics
+
+    return metrics.get_dynamo_metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    from . import metrics
+
+    metrics.reset_dynamo_metrics()

@@ -68,6 +68,43 @@ def clear_op_tracking() -> None:
         c.clear()
 
 
+# ---- compiled graphs (torch.compile(backend="neuron"))
+
+_graphs: list[dict] = []  # one record per executable compiled for a graph
+_graph_runs: collections.Counter = collections.Counter()
+
+
+def graph_compiled(name: str, kind: str, nodes: int, seconds: float, reason: str | None, fallbacks) -> None:
+    _graphs.append(
+        {"graph": name, "kind": kind, "nodes": nodes, "compile_s": seconds, "recompile_reason": reason,
+         "fallback_ops": sorted(set(fallbacks))}
+    )
+
+
+def graph_executed(name: str) -> None:
+    _graph_runs[name] += 1
+
+
+def get_dynamo_metrics() -> dict:
+    """What compiled mode did: executables compiled per graph (node count, compile seconds, why it
+    was compiled again when it was), executions per graph, totals."""
+    graphs = [dict(g) for g in _graphs]
+    return {
+        "graphs_compiled": len(graphs),
+        "compile_time_s": sum(g["compile_s"] for g in graphs),
+        "recompiles": [
+            {"graph": g["graph"], "reason": g["recompile_reason"]} for g in graphs if g["recompile_reason"]
+        ],
+        "graphs": graphs,
+        "executions": dict(_graph_runs),
+    }
+
+
+def reset_dynamo_metrics() -> None:
+    _graphs.clear()
+    _graph_runs.clear()
+
+
 def report() -> str:
     """A readable table of everything counted since the last `clear_op_tracking()`."""
     ops = sorted(set(_executed) | set(_fallbacks) | set(_decomposed) | set(_compiles))
@@ -94,4 +131,14 @@ def report() -> str:
         f"fallback ops: {len(_fallbacks)}; compiled: {sum(_compiles.values())} executables "
         f"in {sum(_compile_s.values()):.2f} s"
     )
+    if _graphs:
+        lines.append("")
+        rows = [("compiled graph", "kind", "nodes", "compile ms", "runs", "recompile reason")]
+        for g in _graphs:
+            rows.append((g["graph"], g["kind"], str(g["nodes"]), f"{g['compile_s'] * 1e3:.1f}",
+                         str(_graph_runs[g["graph"]]), g["recompile_reason"] or ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        table.insert(1, "-" * max(len(t) for t in table))
+        lines.extend(table)
     return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""The TorchDynamo backend `neuron`: Dynamo's graph -> AOTAutograd (functional ATen, PyTorch's
+decompositions for what the lowering table lacks) -> one GraphProgram per forward/backward graph ->
+one XLA executable per graph and input signature. No Inductor.
+
+Shapes are static. `dynamic=True` or a dimension marked dynamic is refused with an error that says
+how to fix the call. When Dynamo makes shapes symbolic on its own (the default `dynamic=None`, after
+an input's shape changed), the graph is specialized at run time instead: each concrete shape
+compiles once and is reused afterwards, as with `dynamic=False`.
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import torch
+
+from .. import metrics
+from ..ops.decompositions import decomposition_table
+from .errors import NEFFCompilationError
+from .graph import GraphProgram
+
+_model_name: str | None = None
+_counter = itertools.count()
+
+
+def set_model_name(name: str | None) -> None:
+    """Name the graphs compiled from now on (`<name>_<n>_forward`) in metrics and artifacts."""
+    global _model_name
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"set_model_name expects a str or None, got {type(name).__name__}")
+    _model_name = name
+
+
+def get_model_name() -> str | None:
+    return _model_name
+
+
+class StaticShapesRequired(NEFFCompilationError):
+    """torch.compile(backend="neuron") was asked for dynamic shapes."""
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """TorchDynamo backend: compile `gm` for the neuron device."""
+    mode = kwargs.pop("mode", None)
+    if mode not in (None, "default"):
+        warnings.warn(f"torch.compile(backend='neuron'): mode={mode!r} is ignored (the neuron backend has one mode)")
+    options = kwargs.pop("options", None)
+    if options:
+        warnings.warn(f"torch.compile(backend='neuron'): options {sorted(options)} are ignored")
+    if kwargs:
+        warnings.warn(f"torch.compile(backend='neuron'): arguments {sorted(kwargs)} are ignored")
+    name = f"{_model_name or 'graph'}_{next(_counter)}"
+    reason = _dynamo_recompile_reason()
+    symbolic = _symbolic_inputs(example_inputs)
+    if symbolic:
+        _refuse_dynamic(gm, symbolic)
+        return _PerShape(gm, name, reason)
+    return _aot(gm, example_inputs, name, reason)
+
+
+def _aot(gm, example_inputs, name, reason):
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    def compiler(kind):
+        def compile_graph(graph_module, inputs):
+            return make_boxed_func(GraphProgram(graph_module, f"{name}_{kind}", kind, reason))
+
+        return compile_graph
+
+    return aot_autograd(
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
+        decompositions=decomposition_table(),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+class _PerShape:
+    """A graph Dynamo made symbolic by itself: AOTAutograd runs once per concrete input signature."""
+
+    def __init__(self, gm, name, reason):
+        self.gm = gm
+        self.name = name
+        self.reason = reason
+        self.compiled: dict[tuple, object] = {}
+
+    def __call__(self, *args):
+        sig = tuple(
+            (a.dtype, tuple(a.shape), a.device) if isinstance(a, torch.Tensor) else ("static", a) for a in args
+        )
+        fn = self.compiled.get(sig)
+        if fn is None:
+            n = len(self.compiled)
+            reason = self.reason if n == 0 else "new input shapes (Dynamo made them symbolic; neuron specializes)"
+            fn = self.compiled[sig] = _aot(self.gm, list(args), f"{self.name}_{n}", reason)
+        return fn(*args)
+
+
+def _symbolic_inputs(example_inputs) -> list[int]:
+    out = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.SymInt) and not _is_concrete(x):
+            out.append(i)
+        elif isinstance(x, torch.Tensor) and any(not _is_concrete(s) for s in x.shape):
+            out.append(i)
+    return out
+
+
+def _is_concrete(s) -> bool:
+    return not isinstance(s, torch.SymInt) or s.node.expr.is_number
+
+
+def _refuse_dynamic(gm, symbolic):
+    import torch._dynamo.config as dynamo_config
+
+    explicit = not dynamo_config.assume_static_by_default
+    marked = _marked_dynamic(gm)
+    if explicit or marked:
+        why = "torch.compile(..., dynamic=True) was requested" if explicit else (
+            f"dimensions were marked dynamic ({', '.join(marked)})"
+        )
+        raise StaticShapesRequired(
+            f"the neuron backend compiles static shapes only, and {why}. Call "
+            f"torch.compile(model, backend='neuron', dynamic=False) (each new input shape then compiles "
+            f"once and is reused), and drop torch._dynamo.mark_dynamic on inputs."
+        )
+
+
+def _marked_dynamic(gm) -> list[str]:
+    marked = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        arg = node.meta.get("grapharg")
+        example = getattr(arg, "example", None) if arg is not None else None
+        dims = getattr(example, "_dynamo_dynamic_indices", None) if isinstance(example, torch.Tensor) else None
+        if dims:
+            marked.append(f"{node.name} dims {sorted(dims)}")
+    return marked
+
+
+def _dynamo_recompile_reason() -> str | None:
+    """Why Dynamo compiles this frame again (its guard failure), when it does."""
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        return get_metrics_context()._metrics.get("recompile_reason")
+    except Exception:
+        return None

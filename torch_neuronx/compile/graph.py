@@ -1,0 +1,368 @@
+"""One AOTAutograd graph (functional ATen) -> one jax function -> one XLA executable per input signature.
+
+The graph is interpreted once, while jax traces it: every `call_function` node runs the lowering eager
+mode uses for its overload (`ops.LOWERINGS`), its results cast to the dtypes of the node's fake value.
+Parameters and buffers are inputs like any other: their device buffers enter the executable as they
+are (no copy). Input mutations (`copy_` into a placeholder, left in the graph by AOTAutograd's
+`keep_inference_input_mutations`) come back as extra outputs and are written into the input tensors.
+An op with no lowering runs on the host through a jax callback, counted as a fallback like in eager.
+"""
+from __future__ import annotations
+
+import operator
+import os
+import time
+import warnings
+
+import numpy as np
+import torch
+
+from .. import metrics
+from .._jax import jax, jnp
+from ..eager import kernels, layout
+from ..eager.executor import _GENERATOR, _SCALAR, _TENSOR, _schema_kind, _storage_elems
+from ..ops import LOWERINGS, normalize
+from ..ops._dtypes import UnsupportedDtype, cast, to_numpy_dtype
+from ..ops._registry import CheckedCall
+from ..runtime import storage, transfer
+from ..runtime.devices import jax_device
+from . import artifacts
+from .errors import NEFFCompilationError, NEFFExecutionError
+
+aten = torch.ops.aten
+
+CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
+
+# Operations on Python ints (sizes) that a static graph may still carry
+_PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
+           operator.truediv, operator.pow, operator.eq, operator.ne, operator.lt, operator.le,
+           operator.gt, operator.ge}
+# Checks AOTAutograd leaves in graphs: fake propagation already proved them for these static shapes
+_NO_OPS = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
+           aten.sym_constrain_range_for_size.default}
+
+
+def _is_random(node) -> bool:
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    low = LOWERINGS.get(op)
+    if low is not None and low.rng:
+        return True
+    return any(str(a.type) in ("Generator", "Optional[Generator]") for a in op._schema.arguments)
+
+
+def _vals(val):
+    return list(val) if isinstance(val, (tuple, list)) else [val]
+
+
+class GraphProgram:
+    """A compiled FX graph: callable with the graph's real inputs, returns its outputs."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str, kind: str, reason: str | None = None):
+        self.gm = gm
+        self.name = name
+        self.kind = kind
+        self.first_reason = reason
+        self.nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.output = next(n for n in gm.graph.nodes if n.op == "output")
+        self.random = any(_is_random(n) for n in self.nodes)
+        self.executables: dict[tuple, "_Executable"] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # Calling
+
+    def __call__(self, *args):
+        if storage._C._pending_events():
+            storage.sync()
+        inputs, arrays, statics, sig, device = self._inputs(args)
+        exe = self.executables.get(sig)
+        if exe is None:
+            reason = self.first_reason if not self.executables else f"new input signature: {_describe_sig(sig)}"
+            exe = self._compile(sig, arrays, statics, device, reason)
+        extra = []
+        if self.random:
+            extra.append(_draw(device))
+        metrics.graph_executed(self.name)
+        try:
+            outs = exe.fn(*arrays, *extra)
+        except Exception as e:
+            raise NEFFExecutionError(f"graph {self.name}: the executable failed: {type(e).__name__}: {e}") from e
+        return exe.finish(self, args, inputs, outs, device)
+
+    def _inputs(self, args):
+        inputs, arrays, statics, sig = [], [], [], []
+        device = None
+        for ph, a in zip(self.placeholders, args):
+            if isinstance(a, torch.Tensor):
+                if a.device.type == "neuron" and device is None:
+                    device = a.device
+        if device is None:
+            device = torch.device("neuron", torch.neuron.current_device())
+        for ph, a in zip(self.placeholders, args):
+            if isinstance(a, torch.Tensor):
+                t = a
+                if a.device.type != "neuron":
+                    if os.environ.get(CPU_INPUTS_ENV, "copy").lower() == "error":
+                        raise NEFFExecutionError(
+                            f"graph {self.name}: input '{ph.name}' is on {a.device}, not on neuron "
+                            f"({CPU_INPUTS_ENV}=error forbids copying it): move it with .to('neuron')"
+                        )
+                    t = a.to(device)
+                elif a.device != device:
+                    raise NEFFExecutionError(
+                        f"graph {self.name}: input '{ph.name}' is on {a.device}, the graph runs on {device}"
+                    )
+                inputs.append(t)
+                arrays.append(kernels.device_array(t))
+                sig.append((t.dtype, tuple(t.shape)))
+                statics.append(None)
+            else:
+                inputs.append(a)
+                statics.append(a)
+                sig.append(("static", a))
+        sig.append(device.index)
+        return inputs, arrays, statics, tuple(sig), device
+
+    # ------------------------------------------------------------------------------------------
+    # Compiling
+
+    def _compile(self, sig, arrays, statics, device, reason):
+        tracer = _Tracer(self, statics)
+        extra = [np.zeros(4, np.uint32)] if self.random else []
+        start = time.perf_counter()
+        try:
+            with jax.default_device(jax_device(device.index)):
+                lowered = jax.jit(tracer.run).lower(*arrays, *extra)
+        except NEFFCompilationError:
+            raise
+        except Exception as e:
+            node = tracer.current
+            where = f"op {node.target} (node '{node.name}')" if node is not None else "the graph"
+            kind = "TypeError" if isinstance(e, UnsupportedDtype) else type(e).__name__
+            raise NEFFCompilationError(f"graph {self.name}: {where} could not be lowered: {kind}: {e}") from e
+        try:
+            fn = lowered.compile()
+        except Exception as e:
+            raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
+        seconds = time.perf_counter() - start
+        exe = _Executable(fn, tracer)
+        self.executables[sig] = exe
+        metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, reason, tracer.fallbacks)
+        artifacts.save(self.name, len(self.executables), self.gm, lowered)
+        return exe
+
+
+def _describe_sig(sig) -> str:
+    parts = []
+    for s in sig[:-1]:
+        if s[0] == "static":
+            parts.append(repr(s[1]))
+        else:
+            parts.append(f"{str(s[0]).removeprefix('torch.')}{list(s[1])}")
+    return "(" + ", ".join(parts) + ")"
+
+
+def _draw(device) -> np.ndarray:
+    gen = torch.neuron.default_generators[device.index]
+    offset = gen.get_offset()
+    gen.set_offset(offset + 1)
+    seed = gen.initial_seed() & 0xFFFFFFFFFFFFFFFF
+    return np.array([seed >> 32, seed & 0xFFFFFFFF, offset >> 32, offset & 0xFFFFFFFF], np.uint32)
+
+
+class _Executable:
+    def __init__(self, fn, tracer: "_Tracer"):
+        self.fn = fn
+        self.outputs = tracer.outputs  # per graph output: ("tensor", fake) | ("input", i) | ("const", v)
+        self.mutations = tracer.mutations  # input indices written, in output order
+        self.checks = tracer.checks  # (node, error, message)
+
+    def finish(self, program, args, inputs, outs, device):
+        n_out = sum(1 for kind, _ in self.outputs if kind == "tensor")
+        fresh = outs[:n_out]
+        updates = outs[n_out:n_out + len(self.mutations)]
+        if self.checks:
+            failed = np.asarray(outs[-1])
+            for bad, (node, error, message) in zip(failed, self.checks):
+                if bad:
+                    raise NEFFExecutionError(
+                        f"graph {program.name}: op {node.target} (node '{node.name}'): "
+                        f"{error.__name__}: {message}"
+                    )
+        for i, flat in zip(self.mutations, updates):
+            target = args[i]
+            if target.device.type == "neuron":
+                kernels._copy_into(target, flat)
+            else:
+                target.copy_(kernels.to_host(kernels._wrap(flat, target.shape, target.dtype, device)))
+        results = []
+        k = 0
+        for kind, what in self.outputs:
+            if kind == "tensor":
+                sizes, strides, dtype = tuple(what.shape), tuple(what.stride()), what.dtype
+                t = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+                key = storage._C._storage_key(t)
+                if key:
+                    storage.BUFFERS[key] = fresh[k]
+                k += 1
+                if what.device.type == "cpu":
+                    t = t.cpu()
+                results.append(t)
+            elif kind == "input":
+                results.append(args[what])
+            else:
+                results.append(what)
+        return results
+
+
+class _Tracer:
+    """Runs the graph's nodes on jax values (called by jax.jit while it traces)."""
+
+    def __init__(self, program: GraphProgram, statics):
+        self.program = program
+        self.statics = statics
+        self.current = None
+        self.outputs = []
+        self.mutations = []
+        self.checks = []
+        self.fallbacks = []
+
+    def run(self, *flat):
+        program = self.program
+        key = None
+        if program.random:
+            words = flat[-1]
+            flat = flat[:-1]
+            key = jax.random.wrap_key_data(words[:2], impl="threefry2x32")
+            key = jax.random.fold_in(jax.random.fold_in(key, words[2]), words[3])
+        env = {}
+        arrays = iter(flat)
+        index_of = {}
+        for i, (ph, s) in enumerate(zip(program.placeholders, self.statics)):
+            env[ph] = next(arrays) if s is None else s
+            index_of[ph] = i
+        mutated = {}
+        check_values = []
+        for n_node, node in enumerate(program.nodes):
+            self.current = node
+            if node.target is aten.copy_.default and node.args[0].op == "placeholder":
+                dst = node.args[0]
+                meta = dst.meta["val"]
+                value = cast(jnp.broadcast_to(env[node.args[1]], tuple(meta.shape)), to_numpy_dtype(meta.dtype))
+                mutated[index_of[dst]] = value
+                env[node] = value
+                continue
+            node_key = None if key is None else jax.random.fold_in(key, n_node)
+            with CheckedCall() as checked:
+                env[node] = self._eval(node, env, node_key)
+            for ok, error, message in checked.checks:
+                self.checks.append((node, error, message))
+                check_values.append(~jnp.asarray(ok))
+        self.current = None
+        results = []
+        for out in _vals(self.program.output.args[0]):
+            if isinstance(out, torch.fx.Node):
+                if out.op == "placeholder" and index_of[out] not in mutated:
+                    self.outputs.append(("input", index_of[out]))
+                    continue
+                fake = out.meta["val"]
+                sizes, strides = tuple(fake.shape), tuple(fake.stride())
+                r = cast(env[out], to_numpy_dtype(fake.dtype))
+                results.append(layout.fresh(r.reshape(sizes), sizes, strides, _storage_elems(sizes, strides)))
+                self.outputs.append(("tensor", fake))
+            else:
+                self.outputs.append(("const", out))
+        self.mutations = sorted(mutated)
+        for i in self.mutations:
+            results.append(mutated[i].reshape(-1))
+        if check_values:
+            results.append(jnp.stack(check_values))
+        return tuple(results)
+
+    def _eval(self, node, env, key):
+        target = node.target
+        args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+        if target is operator.getitem:
+            return args[0][args[1]]
+        if target in _PY_OPS:
+            return target(*args)
+        if not isinstance(target, torch._ops.OpOverload):
+            raise NEFFCompilationError(
+                f"graph {self.program.name}: node '{node.name}' calls {target}, which the neuron backend "
+                f"cannot compile (only ATen operators reach it after AOTAutograd)"
+            )
+        if target in _NO_OPS:
+            return None
+        lowering = LOWERINGS.get(target)
+        if lowering is None:
+            return self._host_call(node, args, kwargs)
+        call_args = normalize(target, args, kwargs)
+        for i, (a, v) in enumerate(zip(target._schema.arguments, call_args)):
+            kind = _schema_kind(a, lowering)
+            if kind == _GENERATOR:
+                call_args[i] = key
+            elif kind in (_SCALAR, _TENSOR) and isinstance(v, (bool, int, float, complex)):
+                call_args[i] = jnp.asarray(v)  # weakly typed, as eager passes a Python scalar
+        if lowering.rng:
+            call_args.append(key)
+        results = lowering.fn(*call_args)
+        return _cast_like(results, node.meta.get("val"))
+
+    def _host_call(self, node, args, kwargs):
+        """An op with no lowering: run it on the host's CPU from inside the executable."""
+        op = node.target
+        name = str(op)
+        mode = os.environ.get(kernels.FALLBACK_ENV, "warn").lower()
+        if mode == "error":
+            raise NEFFCompilationError(
+                f"graph {self.program.name}: op {name} (node '{node.name}') has no neuron lowering and "
+                f"{kernels.FALLBACK_ENV}=error forbids running it on the CPU"
+            )
+        if mode != "silent" and name not in kernels._warned:
+            kernels._warned.add(name)
+            warnings.warn(
+                f"neuron: {name} is not lowered; the compiled graph {self.program.name} runs it on the CPU "
+                f"(copying its inputs to the host and back). Set {kernels.FALLBACK_ENV}=error to make this an error.",
+                stacklevel=2,
+            )
+        self.fallbacks.append(name)
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda x: x is None)
+        arr_pos = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
+        vals = _vals(node.meta["val"])
+        specs = [jax.ShapeDtypeStruct(tuple(v.shape), to_numpy_dtype(v.dtype)) for v in vals]
+
+        def on_host(*host_arrays):
+            metrics.fell_back(name)
+            filled = list(leaves)
+            for i, a in zip(arr_pos, host_arrays):
+                filled[i] = transfer.numpy_to_torch(np.array(a))
+            cargs, ckwargs = jax.tree_util.tree_unflatten(treedef, filled)
+            ckwargs = {k: (torch.device("cpu") if isinstance(v, torch.device) else v) for k, v in ckwargs.items()}
+            out = op(*cargs, **ckwargs)
+            return tuple(transfer.torch_to_numpy(o.contiguous()) for o in _vals(out))
+
+        outs = jax.pure_callback(on_host, tuple(specs), *[leaves[i] for i in arr_pos])
+        return outs if isinstance(node.meta["val"], (tuple, list)) else outs[0]
+
+
+def _cast_like(results, val):
+    """Each lowering result as the dtype (and, for a skipped output, the zeros) the fake value says."""
+    if isinstance(val, (tuple, list)):
+        if not isinstance(results, (tuple, list)):
+            results = (results,)
+        return tuple(_cast_one(r, v) for r, v in zip(results, val)) + tuple(results[len(val):])
+    if isinstance(results, (tuple, list)):
+        results = results[0]
+    return _cast_one(results, val)
+
+
+def _cast_one(r, v):
+    if not isinstance(v, torch.Tensor):
+        return r
+    dtype = to_numpy_dtype(v.dtype)
+    if r is None:
+        return jnp.zeros(tuple(v.shape), dtype)
+    return cast(r, dtype)
