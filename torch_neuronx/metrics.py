@@ -81,6 +81,14 @@ def graph_compiled(name: str, kind: str, nodes: int, seconds: float, reason: str
     )
 
 
+_graph_reuses: collections.Counter = collections.Counter()
+
+
+def graph_reused(name: str) -> None:
+    """A graph found the executable of an identical graph compiled before (no compile)."""
+    _graph_reuses[name] += 1
+
+
 def graph_executed(name: str) -> None:
     _graph_runs[name] += 1
 
@@ -97,12 +105,14 @@ def get_dynamo_metrics() -> dict:
         ],
         "graphs": graphs,
         "executions": dict(_graph_runs),
+        "reused": dict(_graph_reuses),
     }
 
 
 def reset_dynamo_metrics() -> None:
     _graphs.clear()
     _graph_runs.clear()
+    _graph_reuses.clear()
 
 
 def report() -> str:

@@ -69,6 +69,7 @@ class GraphProgram:
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.random = any(_is_random(n) for n in self.nodes)
         self.executables: dict[tuple, "_Executable"] = {}
+        self.structure = _structure_key(gm)
 
     # ------------------------------------------------------------------------------------------
     # Calling
@@ -79,8 +80,15 @@ class GraphProgram:
         inputs, arrays, statics, sig, device = self._inputs(args)
         exe = self.executables.get(sig)
         if exe is None:
-            reason = self.first_reason if not self.executables else f"new input signature: {_describe_sig(sig)}"
-            exe = self._compile(sig, arrays, statics, device, reason)
+            # the same graph (same code, same constants) compiled before for these inputs: a graph
+            # Dynamo traced again (a guard failed, a block of a repeated class) reuses that executable
+            exe = _EXECUTABLES.get((self.structure, sig)) if self.structure is not None else None
+            if exe is None:
+                reason = self.first_reason if not self.executables else f"new input signature: {_describe_sig(sig)}"
+                exe = self._compile(sig, arrays, statics, device, reason)
+            else:
+                metrics.graph_reused(self.name)
+            self.executables[sig] = exe
         extra = []
         if self.random:
             extra.append(_draw(device))
@@ -148,10 +156,46 @@ class GraphProgram:
             raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - start
         exe = _Executable(fn, tracer)
-        self.executables[sig] = exe
+        if self.structure is not None:
+            _EXECUTABLES[(self.structure, sig)] = exe
         metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, reason, tracer.fallbacks)
         artifacts.save(self.name, len(self.executables), self.gm, lowered)
         return exe
+
+
+# (graph structure, input signature) -> executable, for every graph compiled in this process
+_EXECUTABLES: dict[tuple, "_Executable"] = {}
+
+
+def clear_cache() -> None:
+    """Forget every compiled graph executable of this process."""
+    _EXECUTABLES.clear()
+
+
+def _structure_key(gm) -> str | None:
+    """A digest of what the graph computes: its code and the values of its constants (None when a
+    constant cannot be read: such a graph is never shared)."""
+    import hashlib
+
+    h = hashlib.sha256(gm.code.encode())
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(gm, node.target, None)
+            if not isinstance(value, torch.Tensor):
+                return None
+            h.update(f"{node.target}:{value.dtype}:{tuple(value.shape)}".encode())
+            try:
+                host = kernels.to_host(value) if value.device.type == "neuron" else value
+                h.update(transfer.torch_to_numpy(host.contiguous()).tobytes())
+            except Exception:
+                return None
+    for node in gm.graph.nodes:  # output layouts are part of the result
+        if node.op == "output":
+            for out in _vals(node.args[0]):
+                v = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
+                if isinstance(v, torch.Tensor):
+                    h.update(f"{tuple(v.stride())}{v.device}".encode())
+    return h.hexdigest()
 
 
 def _describe_sig(sig) -> str:

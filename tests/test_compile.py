@@ -1,0 +1,286 @@
+"""torch.compile(backend="neuron"): whole graphs compiled with static shapes, against eager on the CPU."""
+import copy
+import os
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx
+import torch_neuronx.compile
+from torch_neuronx import neuron_dynamo_backend as ndb
+from test_models import _to, flux2_inputs, flux2_transformer, rel_err
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    torch_neuronx.compile.clear_cache()  # each test counts its own compiles
+    torch.neuron.reset_dynamo_metrics()
+    torch_neuronx.clear_op_tracking()
+    yield
+    torch._dynamo.reset()
+    ndb.set_model_name(None)
+
+
+def compiled():
+    return torch.neuron.get_dynamo_metrics()["graphs_compiled"]
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+    )
+
+
+def test_backend_is_registered_by_entry_point():
+    assert "neuron" in torch._dynamo.list_backends()
+
+
+def test_mlp_matches_cpu_and_reuses_the_executable():
+    m = mlp()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        want = m(x)
+        c = torch.compile(copy.deepcopy(m).to("neuron"), backend="neuron", fullgraph=True, dynamic=False)
+        got = c(x.to("neuron"))
+        assert compiled() == 1
+        again = c(x.to("neuron"))
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(again.cpu(), want, rtol=1e-5, atol=1e-6)
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["graphs_compiled"] == 1 and list(m["executions"].values()) == [2]
+    (g,) = m["graphs"]
+    assert g["kind"] == "inference" and g["nodes"] > 4 and g["compile_s"] > 0 and g["fallback_ops"] == []
+    # eager ran nothing: the whole forward was one executable
+    assert not any(op.startswith("aten.addmm") for op in torch_neuronx.get_executed_ops())
+    assert "compiled graph" in torch_neuronx.metrics.report()
+
+
+def test_flux2_transformer_fullgraph_matches_cpu():
+    model = flux2_transformer()
+    inputs = flux2_inputs(torch.float32)
+    with torch.no_grad():
+        want = model(**inputs)[0]
+        dev = copy.deepcopy(model).to("neuron")
+        dev.compile(backend="neuron", fullgraph=True, dynamic=False)
+        got = dev(**_to(inputs, "neuron"))[0]
+    assert got.device.type == "neuron" and got.shape == want.shape
+    assert rel_err(got.cpu(), want) < 1e-5
+    assert compiled() == 1 and torch_neuronx.get_fallback_ops() == {}
+
+
+def test_recompiles_once_per_new_shape_and_never_for_steps():
+    """The diffusers page's promise: a new height/width compiles once, a seen shape and a changed step
+    count reuse the executables."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    model = copy.deepcopy(flux2_transformer()).to("neuron")
+    model.compile(backend="neuron", fullgraph=True, dynamic=False)
+    scheduler = FlowMatchEulerDiscreteScheduler()
+
+    def denoise(n, steps):
+        inputs = _to(flux2_inputs(torch.float32, n=n), "neuron")
+        scheduler.set_timesteps(steps)
+        latents = inputs.pop("hidden_states")
+        with torch.no_grad():
+            for t in scheduler.timesteps:
+                inputs["timestep"] = (t / 1000).reshape(1).to("neuron")
+                noise = model(hidden_states=latents, **inputs)[0]
+                latents = scheduler.step(noise, t, latents, return_dict=False)[0]
+        return latents
+
+    denoise(64, 2)
+    assert compiled() == 1
+    denoise(64, 4)  # more steps: same graph
+    assert compiled() == 1
+    denoise(32, 2)  # a new resolution: one compile, with Dynamo's reason
+    assert compiled() == 2
+    reasons = torch.neuron.get_dynamo_metrics()["recompiles"]
+    assert len(reasons) == 1 and "size mismatch" in reasons[0]["reason"]
+    denoise(64, 3)  # seen before: reused
+    denoise(32, 1)
+    assert compiled() == 2
+
+
+def test_dynamic_true_is_refused_with_a_fix():
+    f = torch.compile(lambda x: x * 2, backend="neuron", dynamic=True)
+    with pytest.raises(Exception, match=r"static shapes only.*dynamic=True.*dynamic=False"):
+        f(torch.randn(4, device="neuron"))
+
+
+def test_mark_dynamic_is_refused():
+    x = torch.randn(4, 3, device="neuron")
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(Exception, match=r"static shapes only.*marked dynamic"):
+        torch.compile(lambda x: x + 1, backend="neuron")(x)
+
+
+def test_default_dynamic_specializes_each_shape():
+    """dynamic=None: Dynamo makes a changed shape symbolic; neuron compiles each concrete shape once."""
+
+    def f(x):
+        return torch.sin(x) * 2 + x.sum()
+
+    g = torch.compile(f, backend="neuron")
+    for n in (3, 4, 5, 4, 5):
+        x = torch.randn(n)
+        torch.testing.assert_close(g(x.to("neuron")).cpu(), f(x), rtol=1e-5, atol=1e-5)
+    assert compiled() == 3
+
+
+def test_graph_break_compiles_each_subgraph():
+    def f(x):
+        y = torch.cos(x) + 1
+        torch._dynamo.graph_break()
+        return y * x
+
+    x = torch.randn(5)
+    got = torch.compile(f, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), f(x))
+    assert compiled() == 2
+
+
+def test_cpu_inputs_are_copied_or_refused(monkeypatch):
+    f = torch.compile(lambda x: x * 3, backend="neuron")
+    out = f(torch.ones(3))
+    assert out.device.type == "cpu" and out.tolist() == [3.0, 3.0, 3.0]
+    assert compiled() == 1
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_NEURONX_CPU_INPUTS", "error")
+    with pytest.raises(Exception, match=r"is on cpu, not on neuron.*\.to\('neuron'\)"):
+        torch.compile(lambda x: x * 3, backend="neuron")(torch.ones(3))
+
+
+def test_other_modes_warn_and_are_ignored():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(lambda x: x + 1, backend="neuron", mode="max-autotune")(torch.ones(2, device="neuron"))
+    assert out.cpu().tolist() == [2.0, 2.0]
+    assert any("mode='max-autotune' is ignored" in str(w.message) for w in caught)
+
+
+def test_input_and_buffer_mutations_are_written_back():
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(2))
+
+        def forward(self, x):
+            self.count.add_(1)
+            x.mul_(2)
+            return x + self.count
+
+    m = Counter().to("neuron")
+    c = torch.compile(m, backend="neuron", fullgraph=True)
+    x = torch.ones(2, device="neuron")
+    param_key = torch_neuronx._C._storage_key(m.count)
+    with torch.no_grad():
+        out = c(x)
+        out = c(x)
+    assert x.cpu().tolist() == [4.0, 4.0]
+    assert m.count.cpu().tolist() == [2.0, 2.0]
+    assert out.cpu().tolist() == [6.0, 6.0]
+    assert torch_neuronx._C._storage_key(m.count) == param_key  # updated in place, same storage
+
+
+def test_weights_enter_without_copies():
+    m = mlp().to("neuron")
+    c = torch.compile(m, backend="neuron", fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        c(torch.randn(2, 8, device="neuron"))
+        torch_neuronx.clear_op_tracking()
+        c(torch.randn(2, 8, device="neuron"))
+    # a second call launches the graph's executable only: no eager clone/copy of any parameter
+    assert set(torch_neuronx.get_executed_ops()) <= {"aten.normal_.default"}
+
+
+def test_training_three_steps_match_cpu():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    mc, mn = copy.deepcopy(m), copy.deepcopy(m).to("neuron")
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+    opt_c = torch.optim.AdamW(mc.parameters(), lr=0.05)
+    opt_n = torch.optim.AdamW(mn.parameters(), lr=0.05)
+    cm = torch.compile(mn, backend="neuron", dynamic=False)
+    for _ in range(3):
+        for model, opt, xx, yy in ((mc, opt_c, x, y), (cm, opt_n, x.to("neuron"), y.to("neuron"))):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(xx), yy)
+            loss.backward()
+            opt.step()
+    for a, b in zip(mc.parameters(), mn.parameters()):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-5, atol=1e-6)
+    kinds = sorted(g["kind"] for g in torch.neuron.get_dynamo_metrics()["graphs"])
+    assert kinds == ["backward", "forward"]
+
+
+def test_regional_compilation_compiles_each_block_class_once():
+    model = flux2_transformer()
+    inputs = flux2_inputs(torch.float32)
+    with torch.no_grad():
+        want = model(**inputs)[0]
+        dev = copy.deepcopy(model).to("neuron")
+        dev.compile_repeated_blocks(backend="neuron", fullgraph=True, dynamic=False)
+        got = dev(**_to(inputs, "neuron"))[0]
+    assert rel_err(got.cpu(), want) < 1e-5
+    m = torch.neuron.get_dynamo_metrics()
+    # 2 double-stream and 4 single-stream blocks: one graph per block class, run for every block
+    assert m["graphs_compiled"] == 2
+    assert sorted(m["executions"].values()) == [2, 4]
+
+
+def test_model_name_names_graphs_and_artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    ndb.set_model_name("tiny")
+    assert ndb.get_model_name() == "tiny"
+    torch.compile(lambda x: torch.relu(x) * 2, backend="neuron")(torch.randn(3, device="neuron"))
+    (g,) = torch.neuron.get_dynamo_metrics()["graphs"]
+    assert g["graph"].startswith("tiny_")
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert any(f.endswith(".fx.py") for f in files) and any(f.endswith(".stablehlo.mlir") for f in files)
+    hlo = next(p for p in tmp_path.iterdir() if p.name.endswith(".stablehlo.mlir")).read_text()
+    assert "stablehlo" in hlo and "func.func public @main" in hlo
+    assert all(f.startswith("tiny_") for f in files)
+
+
+# An operator nothing lowers: a custom op with a CPU kernel and a fake (shape) kernel only
+@torch.library.custom_op("neuron_test::shifted_cumsum", mutates_args=())
+def shifted_cumsum(x: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(x, 0) + 1
+
+
+@shifted_cumsum.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_unlowered_op_error_names_graph_and_op(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_CPU_FALLBACK", "error")
+    ndb.set_model_name("m")
+    f = torch.compile(lambda x: shifted_cumsum(x * 2) - 1, backend="neuron")
+    with pytest.raises(ndb.NEFFCompilationError, match=r"graph m_\d+_inference: op neuron_test\.shifted_cumsum.*no neuron lowering"):
+        f(torch.arange(4.0, device="neuron"))
+
+
+def test_unlowered_op_runs_on_host_inside_the_graph():
+    x = torch.arange(6.0)
+    want = shifted_cumsum(x * 2) - 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = torch.compile(lambda x: shifted_cumsum(x * 2) - 1, backend="neuron")(x.to("neuron"))
+    assert got.cpu().tolist() == want.tolist()
+    assert torch_neuronx.get_fallback_ops() == {"neuron_test.shifted_cumsum.default": 1}
+    (g,) = torch.neuron.get_dynamo_metrics()["graphs"]
+    assert g["fallback_ops"] == ["neuron_test.shifted_cumsum.default"]
+
+
+def test_out_of_range_index_raises_execution_error():
+    f = torch.compile(lambda t, i: torch.index_select(t, 0, i), backend="neuron")
+    t = torch.randn(4, 2, device="neuron")
+    assert f(t, torch.tensor([0, 3], device="neuron")).shape == (2, 2)
+    with pytest.raises(ndb.NEFFExecutionError, match=r"graph .*: op aten\.index_select.*IndexError.*out of range"):
+        f(t, torch.tensor([0, 4], device="neuron"))
