@@ -9,7 +9,7 @@ import torch
 import torch_neuronx
 import torch_neuronx.compile
 from torch_neuronx import neuron_dynamo_backend as ndb
-from test_models import _to, flux2_inputs, flux2_transformer, rel_err
+from test_models import _to, flux2_inputs, flux2_transformer, qwen3, qwen3_inputs, rel_err
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +70,35 @@ def test_flux2_transformer_fullgraph_matches_cpu():
     assert got.device.type == "neuron" and got.shape == want.shape
     assert rel_err(got.cpu(), want) < 1e-5
     assert compiled() == 1 and torch_neuronx.get_fallback_ops() == {}
+
+
+def test_flux2_transformer_bfloat16_matches_cpu():
+    model = flux2_transformer().to(torch.bfloat16)
+    inputs = flux2_inputs(torch.bfloat16)
+    with torch.no_grad():
+        want = model(**inputs)[0]
+        dev = copy.deepcopy(model).to("neuron")
+        dev.compile(backend="neuron", fullgraph=True, dynamic=False)
+        got = dev(**_to(inputs, "neuron"))[0]
+    assert got.dtype == torch.bfloat16
+    assert rel_err(got.cpu(), want) < 2e-2
+
+
+def test_qwen3_fullgraph_matches_cpu():
+    """transformers' model: its cache code makes constants with torch.tensor(..., device=...)."""
+    model = qwen3()
+    inputs = qwen3_inputs()
+    with torch.no_grad():
+        want = model(**inputs).logits
+        dev = torch.compile(copy.deepcopy(model).to("neuron"), backend="neuron", fullgraph=True, dynamic=False)
+        got = dev(**_to(inputs, "neuron")).logits
+    assert rel_err(got.cpu(), want) < 1e-5
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_tensor_constants_in_the_graph():
+    f = torch.compile(lambda x: x + torch.tensor([1.0, 2.0], device="neuron"), backend="neuron", fullgraph=True)
+    assert f(torch.ones(2, device="neuron")).cpu().tolist() == [2.0, 3.0]
 
 
 def test_recompiles_once_per_new_shape_and_never_for_steps():

@@ -58,6 +58,15 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     return _aot(gm, example_inputs, name, reason)
 
 
+def _aot_decompositions() -> dict:
+    """The eager fallback's decomposition table, less the ops whose decomposition must not run while
+    AOTAutograd traces: `lift_fresh` (a constant made by torch.tensor(...) is a real tensor until the
+    fake mode lifts it; decomposing it to `alias` first hands the real tensor to the fake mode)."""
+    table = dict(decomposition_table())
+    table.pop(torch.ops.aten.lift_fresh.default, None)
+    return table
+
+
 def _aot(gm, example_inputs, name, reason):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
@@ -72,7 +81,7 @@ def _aot(gm, example_inputs, name, reason):
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
-        decompositions=decomposition_table(),
+        decompositions=_aot_decompositions(),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
 

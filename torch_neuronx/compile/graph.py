@@ -66,6 +66,7 @@ class GraphProgram:
         self.first_reason = reason
         self.nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.constants = [n for n in gm.graph.nodes if n.op == "get_attr"]
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.random = any(_is_random(n) for n in self.nodes)
         self.executables: dict[tuple, "_Executable"] = {}
@@ -287,6 +288,12 @@ class _Tracer:
         for i, (ph, s) in enumerate(zip(program.placeholders, self.statics)):
             env[ph] = next(arrays) if s is None else s
             index_of[ph] = i
+        for node in program.constants:  # tensors the graph holds (torch.tensor(...) in the model's code)
+            value = getattr(program.gm, node.target)
+            if value.device.type == "neuron":
+                env[node] = kernels.device_array(value)
+            else:
+                env[node] = jnp.asarray(transfer.torch_to_numpy(value.contiguous()))
         mutated = {}
         check_values = []
         for n_node, node in enumerate(program.nodes):
