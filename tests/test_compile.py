@@ -313,3 +313,19 @@ def test_out_of_range_index_raises_execution_error():
     assert f(t, torch.tensor([0, 3], device="neuron")).shape == (2, 2)
     with pytest.raises(ndb.NEFFExecutionError, match=r"graph .*: op aten\.index_select.*IndexError.*out of range"):
         f(t, torch.tensor([0, 4], device="neuron"))
+
+
+def test_random_ops_draw_from_the_device_generator():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True) + torch.randn_like(x) * 0 + torch.rand(x.shape, device=x.device) * 0
+
+    c = torch.compile(f, backend="neuron", fullgraph=True)
+    x = torch.ones(4000, device="neuron")
+    torch.manual_seed(5)
+    a = c(x).cpu()
+    b = c(x).cpu()
+    torch.manual_seed(5)
+    a2 = c(x).cpu()
+    assert torch.equal(a, a2) and not torch.equal(a, b)  # seeded, and a new draw per call
+    assert set(a.unique().tolist()) == {0.0, 2.0} and abs((a == 0).float().mean().item() - 0.5) < 0.05
+    assert torch_neuronx.get_fallback_ops() == {} and compiled() == 1

@@ -207,6 +207,80 @@ def normal_(self, mean, std, generator):
     return cast(z * std + mean, self.dtype)
 
 
+def _factory_dtype(dtype):
+    return default_float() if dtype is None else to_numpy_dtype(dtype)
+
+
+# rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.rand.default, rng=True)
+def rand(size, dtype, layout, device, pin_memory, key):
+    dt = _factory_dtype(dtype)
+    return cast(_uniform(key, size, dt), dt)
+
+
+# rand.generator(SymInt[] size, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.rand.generator)
+def rand_generator(size, generator, dtype, layout, device, pin_memory):
+    return rand(size, dtype, layout, device, pin_memory, generator)
+
+
+# rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten.rand_like.default, rng=True)
+def rand_like(self, dtype, layout, device, pin_memory, memory_format, key):
+    dt = np.dtype(self.dtype) if dtype is None else to_numpy_dtype(dtype)
+    return cast(_uniform(key, self.shape, dt), dt)
+
+
+# randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.randint.default, rng=True)
+def randint(high, size, dtype, layout, device, pin_memory, key):
+    return randint_low(0, high, size, dtype, layout, device, pin_memory, key)
+
+
+# randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.randint.low, rng=True)
+def randint_low(low, high, size, dtype, layout, device, pin_memory, key):
+    if high <= low:
+        raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    dt = np.dtype(np.int64) if dtype is None else to_numpy_dtype(dtype)
+    return _random_from_range(key, size, dt, low, high - low)
+
+
+# randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten.randint_like.default, rng=True)
+def randint_like(self, high, dtype, layout, device, pin_memory, memory_format, key):
+    return randint_like_low(self, 0, high, dtype, layout, device, pin_memory, memory_format, key)
+
+
+# randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten.randint_like.low_dtype, rng=True)
+def randint_like_low(self, low, high, dtype, layout, device, pin_memory, memory_format, key):
+    if high <= low:
+        raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    dt = np.dtype(self.dtype) if dtype is None else to_numpy_dtype(dtype)
+    return _random_from_range(key, self.shape, dt, low, high - low)
+
+
+# randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.randn.default, rng=True)
+def randn(size, dtype, layout, device, pin_memory, key):
+    dt = _factory_dtype(dtype)
+    return cast(_normal(key, size, dt), dt)
+
+
+# randn.generator(SymInt[] size, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.randn.generator)
+def randn_generator(size, generator, dtype, layout, device, pin_memory):
+    return randn(size, dtype, layout, device, pin_memory, generator)
+
+
+# randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten.randn_like.default, rng=True)
+def randn_like(self, dtype, layout, device, pin_memory, memory_format, key):
+    dt = np.dtype(self.dtype) if dtype is None else to_numpy_dtype(dtype)
+    return cast(_normal(key, self.shape, dt), dt)
+
+
 # random(Tensor self, *, Generator? generator=None) -> Tensor
 # random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)
 @lower(aten.random.default, aten.random_.default)
