@@ -124,7 +124,7 @@ class GraphProgram:
                         f"graph {self.name}: input '{ph.name}' is on {a.device}, the graph runs on {device}"
                     )
                 inputs.append(t)
-                arrays.append(kernels.device_array(t))
+                arrays.append(_flat_values(t))
                 sig.append((t.dtype, tuple(t.shape)))
                 statics.append(None)
             else:
@@ -197,6 +197,17 @@ def _structure_key(gm) -> str | None:
                 if isinstance(v, torch.Tensor):
                     h.update(f"{tuple(v.stride())}{v.device}".encode())
     return h.hexdigest()
+
+
+def _flat_values(t: torch.Tensor):
+    """`t`'s values as a flat jax array: its storage buffer itself when `t` is the whole storage (no
+    launch, no copy: parameters enter this way), else a contiguous copy."""
+    key = kernels._whole_storage(t) if not (t.is_conj() or t.is_neg()) else 0
+    if key:
+        buf = storage.BUFFERS.get(key)
+        if buf is not None and buf.dtype == to_numpy_dtype(t.dtype):
+            return buf
+    return kernels.device_array(t).reshape(-1)
 
 
 def _describe_sig(sig) -> str:
@@ -286,7 +297,10 @@ class _Tracer:
         arrays = iter(flat)
         index_of = {}
         for i, (ph, s) in enumerate(zip(program.placeholders, self.statics)):
-            env[ph] = next(arrays) if s is None else s
+            if s is None:  # a tensor: its values arrive flat (reshaping here is free)
+                env[ph] = next(arrays).reshape(tuple(ph.meta["val"].shape))
+            else:
+                env[ph] = s
             index_of[ph] = i
         for node in program.constants:  # tensors the graph holds (torch.tensor(...) in the model's code)
             value = getattr(program.gm, node.target)
