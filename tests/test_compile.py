@@ -331,3 +331,27 @@ def test_random_ops_draw_from_the_device_generator():
     assert torch.equal(a, a2) and not torch.equal(a, b)  # seeded, and a new draw per call
     assert set(a.unique().tolist()) == {0.0, 2.0} and abs((a == 0).float().mean().item() - 0.5) < 0.05
     assert torch_neuronx.get_fallback_ops() == {} and compiled() == 1
+
+
+def test_conv_batchnorm_training_updates_running_stats():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 2),
+    )
+    mc, mn = copy.deepcopy(m), copy.deepcopy(m).to("neuron")
+    x = torch.randn(4, 3, 8, 8)
+    opt_c, opt_n = torch.optim.SGD(mc.parameters(), lr=0.1), torch.optim.SGD(mn.parameters(), lr=0.1)
+    cm = torch.compile(mn, backend="neuron")
+    for _ in range(3):
+        for model, opt, xx in ((mc, opt_c, x), (cm, opt_n, x.to("neuron"))):
+            opt.zero_grad()
+            model(xx).square().mean().backward()
+            opt.step()
+    for (name, a), b in zip(mc.state_dict().items(), mn.state_dict().values()):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-5, atol=1e-6, msg=name)
+    assert int(mn[1].num_batches_tracked.item()) == 3
+    mc.eval(), mn.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x.to("neuron")).cpu(), mc(x), rtol=1e-5, atol=1e-6)
+    assert torch_neuronx.get_fallback_ops() == {}
