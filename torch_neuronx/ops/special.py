@@ -1,15 +1,24 @@
 """Special functions and odd elementwise ops that otherwise fell back to the CPU (or reached the
-backend only as a chain of small decomposed ops): erfc/erfcx, polygamma, modified Bessel functions,
-ndtri/log_ndtr, gcd/lcm, bit shifts, angle, frexp, nextafter, logaddexp(2), sinc, heaviside,
-deg2rad/rad2deg, xlogy/xlog1py Scalar overloads, adaptive_max_pool2d (+ backward).
+backend only as a chain of small decomposed ops): erfc/erfcx, polygamma, zeta, igamma/igammac,
+Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr, gcd/lcm, bit shifts, angle, frexp,
+nextafter, logaddexp(2), sinc, heaviside, deg2rad/rad2deg, xlogy/xlog1py Scalar overloads,
+adaptive_max_pool2d (+ backward).
 
 PyTorch CPU semantics:
 - float16/bfloat16 compute in float32 and round once; integer inputs of float ops give the default dtype.
 - `erfcx` of float32 is computed in float64 (exp(x^2) * erfc(x) loses ~x^2 ulps in float32), with the
   asymptotic series past x = 25.
-- `polygamma(1, x)` is ATen's trigamma algorithm (reflection through sin(pi x), so negative integers give
-  huge finite values, as on the CPU); n >= 2 is jax's Hurwitz-zeta polygamma with ATen's poles
-  (x a non-positive integer or -inf -> (-1)^(n+1) inf).
+- `polygamma` is ATen's: n = 0 its digamma (reflection through pi / tan(pi frac(x)) in float64, NaN at
+  negative integers, -+inf at +-0), n = 1 its trigamma (reflection through sin(pi x), so negative
+  integers give huge finite values, as on the CPU), n >= 2 (-1)^(n+1) exp(lgamma(n+1)) zeta(n+1, x)
+  with ATen's Cephes Hurwitz zeta accumulated in float64 (jax's zeta is wrong for negative q).
+- The Bessel/Airy functions and the orthogonal polynomials (special_bessel_j0 ...,
+  special_chebyshev_polynomial_t ...) are ATen's Cephes approximations and recurrences, operation for
+  operation in the input dtype (float32/float64 only: their CPU kernels raise for float16/bfloat16).
+  The polynomials' n is truncated to int64 like ATen's static_cast (NaN/inf: negative, so 0) and the
+  recurrences run n steps per element (`lax.while_loop` until no element is left), stopping at NaN.
+  Divisions by a scalar go through `_div`: XLA would multiply by a rounded reciprocal.
+- `igamma`/`igammac`: ATen's boundary values, XLA's algorithm in float64, rounded once.
 - Shifts: a count < 0 or >= the bit width gives 0 (left) or the sign fill (right), as ATen does.
 - `gcd` is ATen's Euclid on |a|, |b| (so gcd(INT_MIN, 6) = -2 like the CPU); lcm = |a / gcd * b|.
 - adaptive_max_pool2d: first maximum wins, a NaN wins over numbers (the last NaN of a window), indices
@@ -21,13 +30,14 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from .._jax import jax, jnp, lax
-from ._dtypes import cast
+from ._dtypes import cast, is_low_precision
 from ._registry import aten, lower, require_in_range
-from .elementwise import _binary_float, _compute, _float_dtype, _is_float, _out, _unary_float, result_dtype
-from .misc import _digamma
+from .elementwise import (_binary_float, _compute, _float_dtype, _float_pow, _is_float, _out, _unary_float,
+                          result_dtype)
 
 _F64 = np.dtype(np.float64)
 
@@ -143,6 +153,635 @@ def _adaptive_windows(size: int, out: int):
     idx = np.array([[min(s + j, size - 1) for j in range(k)] for s in starts], np.int64)
     valid = np.array([[s + j < e for j in range(k)] for s, e in zip(starts, ends)])
     return idx, valid, k
+
+
+# ---------------------------------------------------------------------------------------------
+# ATen's Cephes-derived special functions (aten/src/ATen/native/Math.h), operation for operation in
+# the dtype ATen computes them in, so that float32 results round like the CPU's. Branches are all
+# evaluated and selected with `where`; ATen's data-dependent loops are `lax.while_loop`s over the
+# elements still iterating (the others frozen), so every element takes as many steps as on the CPU.
+
+# coefficient tables, highest power first, as in Math.h
+_AIRY_AI_AN = (
+    3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
+    1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
+    1.40264691163389668864e+01, 9.99999999999999995305e-01,
+)
+_AIRY_AI_AD = (
+    5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
+    1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
+    1.40959135607834029598e+01, 1.00000000000000000470e+00,
+)
+_AIRY_AI_AFN = (
+    -1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+    -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+    -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08,
+)
+_AIRY_AI_AFD = (
+    1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
+    9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
+    4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07,
+)
+_AIRY_AI_AGN = (
+    1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
+    9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
+    5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
+    8.11789239554389293311e-08, 3.41551784765923618484e-10,
+)
+_AIRY_AI_AGD = (
+    9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
+    5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
+    4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
+    4.91834570062930015649e-09,
+)
+_BESSEL_J0_PP = (
+    7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e+00,
+    5.44725003058768775090e+00, 8.74716500199817011941e+00, 5.30324038235394892183e+00,
+    9.99999999999999997821e-01,
+)
+_BESSEL_J0_PQ = (
+    9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e+00,
+    5.47097740330417105182e+00, 8.76190883237069594232e+00, 5.30605288235394617618e+00,
+    1.00000000000000000218e+00,
+)
+_BESSEL_J0_QP = (
+    -1.13663838898469149931e-02, -1.28252718670509318512e+00, -1.95539544257735972385e+01,
+    -9.32060152123768231369e+01, -1.77681167980488050595e+02, -1.47077505154951170175e+02,
+    -5.14105326766599330220e+01, -6.05014350600728481186e+00,
+)
+_BESSEL_J0_QQ = (
+    6.43178256118178023184e+01, 8.56430025976980587198e+02, 3.88240183605401609683e+03,
+    7.24046774195652478189e+03, 5.93072701187316984827e+03, 2.06209331660327847417e+03,
+    2.42005740240291393179e+02,
+)
+_BESSEL_J0_RP = (
+    -4.79443220978201773821e+09, 1.95617491946556577543e+12, -2.49248344360967716204e+14,
+    9.70862251047306323952e+15,
+)
+_BESSEL_J0_RQ = (
+    4.99563147152651017219e+02, 1.73785401676374683123e+05, 4.84409658339962045305e+07,
+    1.11855537045356834862e+10, 2.11277520115489217587e+12, 3.10518229857422583814e+14,
+    3.18121955943204943306e+16, 1.71086294081043136091e+18,
+)
+_BESSEL_J1_PP = (
+    7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e+00,
+    5.11207951146807644818e+00, 8.42404590141772420927e+00, 5.21451598682361504063e+00,
+    1.00000000000000000254e+00,
+)
+_BESSEL_J1_PQ = (
+    5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e+00,
+    5.07386386128601488557e+00, 8.39985554327604159757e+00, 5.20982848682361821619e+00,
+    9.99999999999999997461e-01,
+)
+_BESSEL_J1_QP = (
+    5.10862594750176621635e-02, 4.98213872951233449420e+00, 7.58238284132545283818e+01,
+    3.66779609360150777800e+02, 7.10856304998926107277e+02, 5.97489612400613639965e+02,
+    2.11688757100572135698e+02, 2.52070205858023719784e+01,
+)
+_BESSEL_J1_QQ = (
+    7.42373277035675149943e+01, 1.05644886038262816351e+03, 4.98641058337653607651e+03,
+    9.56231892404756170795e+03, 7.99704160447350683650e+03, 2.82619278517639096600e+03,
+    3.36093607810698293419e+02,
+)
+_BESSEL_J1_RP = (
+    -8.99971225705559398224e+08, 4.52228297998194034323e+11, -7.27494245221818276015e+13,
+    3.68295732863852883286e+15,
+)
+_BESSEL_J1_RQ = (
+    6.20836478118054335476e+02, 2.56987256757748830383e+05, 8.35146791431949253037e+07,
+    2.21511595479792499675e+10, 4.74914122079991414898e+12, 7.84369607876235854894e+14,
+    8.95222336184627338078e+16, 5.32278620332680085395e+18,
+)
+_BESSEL_Y0_YP = (
+    1.55924367855235737965e+04, -1.46639295903971606143e+07, 5.43526477051876500413e+09,
+    -9.82136065717911466409e+11, 8.75906394395366999549e+13, -3.46628303384729719441e+15,
+    4.42733268572569800351e+16, -1.84950800436986690637e+16,
+)
+_BESSEL_Y0_YQ = (
+    1.04128353664259848412e+03, 6.26107330137134956842e+05, 2.68919633393814121987e+08,
+    8.64002487103935000337e+10, 2.02979612750105546709e+13, 3.17157752842975028269e+15,
+    2.50596256172653059228e+17,
+)
+_BESSEL_Y1_YP = (
+    1.26320474790178026440e+09, -6.47355876379160291031e+11, 1.14509511541823727583e+14,
+    -8.12770255501325109621e+15, 2.02439475713594898196e+17, -7.78877196265950026825e+17,
+)
+_BESSEL_Y1_YQ = (
+    5.94301592346128195359e+02, 2.35564092943068577943e+05, 7.34811944459721705660e+07,
+    1.87601316108706159478e+10, 3.88231277496238566008e+12, 6.20557727146953693363e+14,
+    6.87141087355300489866e+16, 3.97270608116560655612e+18,
+)
+_MODIFIED_BESSEL_I0_A = (
+    -4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16,
+    1.71539128555513303061e-15, -1.16853328779934516808e-14, 7.67618549860493561688e-14,
+    -4.85644678311192946090e-13, 2.95505266312963983461e-12, -1.72682629144155570723e-11,
+    9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-09,
+    -1.30002500998624804212e-08, 6.04699502254191894932e-08, -2.67079385394061173391e-07,
+    1.11738753912010371815e-06, -4.41673835845875056359e-06, 1.64484480707288970893e-05,
+    -5.75419501008210370398e-05, 1.88502885095841655729e-04, -5.76375574538582365885e-04,
+    1.63947561694133579842e-03, -4.32430999505057594430e-03, 1.05464603945949983183e-02,
+    -2.37374148058994688156e-02, 4.93052842396707084878e-02, -9.49010970480476444210e-02,
+    1.71620901522208775349e-01, -3.04682672343198398683e-01, 6.76795274409476084995e-01,
+)
+_MODIFIED_BESSEL_I0_B = (
+    -7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17,
+    3.46122286769746109310e-17, -2.82762398051658348494e-16, -3.42548561967721913462e-16,
+    1.77256013305652638360e-15, 3.81168066935262242075e-15, -9.55484669882830764870e-15,
+    -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+    7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11,
+    -3.14991652796324136454e-11, 1.18891471078464383424e-11, 4.94060238822496958910e-10,
+    3.39623202570838634515e-09, 2.26666899049817806459e-08, 2.04891858946906374183e-07,
+    2.89137052083475648297e-06, 6.88975834691682398426e-05, 3.36911647825569408990e-03,
+    8.04490411014108831608e-01,
+)
+_MODIFIED_BESSEL_I1_A = (
+    2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16,
+    -1.10559694773538630805e-15, 7.60068429473540693410e-15, -5.04218550472791168711e-14,
+    3.22379336594557470981e-13, -1.98397439776494371520e-12, 1.17361862988909016308e-11,
+    -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-09,
+    9.38153738649577178388e-09, -4.44505912879632808065e-08, 2.00329475355213526229e-07,
+    -8.56872026469545474066e-07, 3.47025130813767847674e-06, -1.32731636560394358279e-05,
+    4.78156510755005422638e-05, -1.61760815825896745588e-04, 5.12285956168575772895e-04,
+    -1.51357245063125314899e-03, 4.15642294431288815669e-03, -1.05640848946261981558e-02,
+    2.47264490306265168283e-02, -5.29459812080949914269e-02, 1.02643658689847095384e-01,
+    -1.76416518357834055153e-01, 2.52587186443633654823e-01,
+)
+_MODIFIED_BESSEL_I1_B = (
+    7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17,
+    -3.20952592199342395980e-17, 2.96262899764595013876e-16, 3.30820231092092828324e-16,
+    -1.88035477551078244854e-15, -3.81440307243700780478e-15, 1.04202769841288027642e-14,
+    4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
+    -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11,
+    3.25260358301548823856e-11, -1.89749581235054123450e-11, -5.58974346219658380687e-10,
+    -3.83538038596423702205e-09, -2.63146884688951950684e-08, -2.51223623787020892529e-07,
+    -3.88256480887769039346e-06, -1.10588938762623716291e-04, -9.76109749136146840777e-03,
+    7.78576235018280120474e-01,
+)
+_MODIFIED_BESSEL_K0_A = (
+    1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11,
+    1.90451637722020886025e-09, 2.53479107902614945675e-07, 2.28621210311945178607e-05,
+    1.26461541144692592338e-03, 3.59799365153615016266e-02, 3.44289899924628486886e-01,
+    -5.35327393233902768720e-01,
+)
+_MODIFIED_BESSEL_K0_B = (
+    5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17,
+    -1.67823109680541210385e-16, 5.51205597852431940784e-16, -1.84859337734377901440e-15,
+    6.34007647740507060557e-15, -2.22751332699166985548e-14, 8.03289077536357521100e-14,
+    -2.98009692317273043925e-13, 1.14034058820847496303e-12, -4.51459788337394416547e-12,
+    1.85594911495471785253e-11, -7.95748924447710747776e-11, 3.57739728140030116597e-10,
+    -1.69753450938905987466e-09, 8.57403401741422608519e-09, -4.66048989768794782956e-08,
+    2.76681363944501510342e-07, -1.83175552271911948767e-06, 1.39498137188764993662e-05,
+    -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
+    2.44030308206595545468e+00,
+)
+_MODIFIED_BESSEL_K1_A = (
+    -7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13,
+    -1.41148839263352776110e-10, -2.21338763073472585583e-08, -2.43340614156596823496e-06,
+    -1.73028895751305206302e-04, -6.97572385963986435018e-03, -1.22611180822657148235e-01,
+    -3.53155960776544875667e-01, 1.52530022733894777053e+00,
+)
+_MODIFIED_BESSEL_K1_B = (
+    -5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17,
+    1.83809354436663880070e-16, -6.05704724837331885336e-16, 2.03870316562433424052e-15,
+    -7.01983709041831346144e-15, 2.47715442448130437068e-14, -8.97670518232499435011e-14,
+    3.34841966607842919884e-13, -1.28917396095102890680e-12, 5.13963967348173025100e-12,
+    -2.12996783842756842877e-11, 9.21831518760500529508e-11, -4.19035475934189648750e-10,
+    2.01504975519703286596e-09, -1.03457624656780970260e-08, 5.74108412545004946722e-08,
+    -3.50196060308781257119e-07, 2.40648494783721712015e-06, -1.93619797416608296024e-05,
+    1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
+    2.72062619048444266945e+00,
+)
+_DIGAMMA_A = (
+    8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+    -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+    8.33333333333333333333E-2,
+)
+_ZETA_A = (
+    12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+    -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+    1.8152105401943546773e17, -7.1661652561756670113e18,
+)
+
+_PIO4 = 0.785398163397448309615660845819875721
+_3PIO4 = 2.356194490192344928846982537459627163
+_SQ2OPI = 0.797884560802865355879892119868763737
+_TWOOPI = 0.636619772367581343075535053490057448
+
+
+def _div(a, d):
+    """a / d like ATen's division: XLA rewrites a division by a broadcast scalar (a constant or not)
+    into a multiplication by its reciprocal, which rounds differently, unless the divisor is hidden
+    behind a barrier as a full array."""
+    a = jnp.asarray(a)
+    shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(d))
+    return a / lax.optimization_barrier(jnp.broadcast_to(jnp.asarray(d, a.dtype), shape))
+
+
+def _polevl(x, coeffs):
+    """ATen's `r = 0; for c: r = r * x + c` (constants rounded to x's dtype, as `static const T`)."""
+    r = jnp.zeros_like(x)
+    for c in coeffs:
+        r = r * x + c
+    return r
+
+
+def _chbevl(t, coeffs):
+    """ATen's Chebyshev-series loop of the modified Bessel functions: returns (a, p), the caller
+    takes 0.5 * (a - p)."""
+    p = q = jnp.zeros_like(t)
+    a = jnp.full_like(t, coeffs[0])
+    for c in coeffs[1:]:
+        p, q = q, a
+        a = t * q - p + c
+    return a, p
+
+
+def _bessel_j0(x):
+    x = jnp.abs(x)
+    xx = x * x
+    small = (xx - 5.78318596294678452118e+00) * (xx - 3.04712623436620863991e+01) * _polevl(xx, _BESSEL_J0_RP)
+    small = jnp.where(x < 0.00001, 1.0 - xx / 4.0, small / _polevl(xx, _BESSEL_J0_RQ))
+    w = 25.0 / xx
+    big = (_polevl(w, _BESSEL_J0_PP) / _polevl(w, _BESSEL_J0_PQ) * jnp.cos(x - _PIO4)
+           - 5.0 / x * (_polevl(w, _BESSEL_J0_QP) / _polevl(w, _BESSEL_J0_QQ)) * jnp.sin(x - _PIO4))
+    return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
+
+
+def _bessel_j1(x):
+    ax = jnp.abs(x)
+    xx = ax * ax
+    small = (_polevl(xx, _BESSEL_J1_RP) / _polevl(xx, _BESSEL_J1_RQ) * ax
+             * (xx - 1.46819706421238932572e+01) * (xx - 4.92184563216946036703e+01))
+    w = 5.0 / ax * (5.0 / ax)
+    big = (_polevl(w, _BESSEL_J1_PP) / _polevl(w, _BESSEL_J1_PQ) * jnp.cos(ax - _3PIO4)
+           - 5.0 / ax * (_polevl(w, _BESSEL_J1_QP) / _polevl(w, _BESSEL_J1_QQ)) * jnp.sin(ax - _3PIO4))
+    r = jnp.where(ax <= 5.0, small, big * _SQ2OPI / jnp.sqrt(ax))
+    return jnp.where(x < 0, -r, r)
+
+
+def _bessel_y0(x):
+    xx = x * x
+    small = _polevl(xx, _BESSEL_Y0_YP) / _polevl(xx, _BESSEL_Y0_YQ) + _TWOOPI * jnp.log(x) * _bessel_j0(x)
+    small = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, small))
+    w = 25.0 / xx
+    big = (_polevl(w, _BESSEL_J0_PP) / _polevl(w, _BESSEL_J0_PQ) * jnp.sin(x - _PIO4)
+           + 5.0 / x * (_polevl(w, _BESSEL_J0_QP) / _polevl(w, _BESSEL_J0_QQ)) * jnp.cos(x - _PIO4))
+    return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
+
+
+def _bessel_y1(x):
+    xx = x * x
+    small = (x * (_polevl(xx, _BESSEL_Y1_YP) / _polevl(xx, _BESSEL_Y1_YQ))
+             + _TWOOPI * (_bessel_j1(x) * jnp.log(x) - 1.0 / x))
+    small = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, small))
+    w = 5.0 / x * (5.0 / x)
+    big = (_polevl(w, _BESSEL_J1_PP) / _polevl(w, _BESSEL_J1_PQ) * jnp.sin(x - _3PIO4)
+           + 5.0 / x * (_polevl(w, _BESSEL_J1_QP) / _polevl(w, _BESSEL_J1_QQ)) * jnp.cos(x - _3PIO4))
+    return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
+
+
+def _modified_bessel_i0(x):
+    ax = jnp.abs(x)
+    a, p = _chbevl(ax / 2.0 - 2.0, _MODIFIED_BESSEL_I0_A)
+    b, pb = _chbevl(32.0 / ax - 2.0, _MODIFIED_BESSEL_I0_B)
+    e = jnp.exp(ax)
+    return jnp.where(ax <= 8.0, e * (0.5 * (a - p)), e * (0.5 * (b - pb)) / jnp.sqrt(ax))
+
+
+def _modified_bessel_i1(x):
+    ax = jnp.abs(x)
+    a, p = _chbevl(ax / 2.0 - 2.0, _MODIFIED_BESSEL_I1_A)
+    b, pb = _chbevl(32.0 / ax - 2.0, _MODIFIED_BESSEL_I1_B)
+    e = jnp.exp(ax)
+    r = jnp.where(ax <= 8.0, 0.5 * (a - p) * ax * e, e * (0.5 * (b - pb)) / jnp.sqrt(ax))
+    return jnp.where(x < 0, -r, r)
+
+
+def _modified_bessel_k(x, order, scaled):
+    """K0/K1 (scaled: times exp(x)) for x > 0; inf at 0, NaN below."""
+    if order == 0:
+        A, B = _MODIFIED_BESSEL_K0_A, _MODIFIED_BESSEL_K0_B
+    else:
+        A, B = _MODIFIED_BESSEL_K1_A, _MODIFIED_BESSEL_K1_B
+    a, p = _chbevl(x * x - 2.0, A)
+    b, pb = _chbevl(8.0 / x - 2.0, B)
+    if order == 0 and not scaled:
+        # ATen writes `std::log(0.5 * x)`: a double, so this line runs in float64
+        wide = np.dtype(np.float64)
+        small = cast(0.5 * (a - p), wide) - jnp.log(0.5 * cast(x, wide)) * cast(_modified_bessel_i0(x), wide)
+        small = cast(small, x.dtype)
+    elif order == 0:
+        small = (0.5 * (a - p) - jnp.log(0.5 * x) * _modified_bessel_i0(x)) * jnp.exp(x)
+    else:
+        small = jnp.log(0.5 * x) * _modified_bessel_i1(x) + 0.5 * (a - p) / x
+        if scaled:
+            small = small * jnp.exp(x)
+    big = 0.5 * (b - pb) / jnp.sqrt(x) if scaled else jnp.exp(-x) * (0.5 * (b - pb)) / jnp.sqrt(x)
+    r = jnp.where(x <= 2.0, small, big)
+    return jnp.where(x == 0, jnp.inf, jnp.where(x < 0, jnp.nan, r))
+
+
+def _airy_ai(x):
+    dt = x.dtype
+    # x < -2.09: the asymptotic expansion
+    sx = jnp.sqrt(-x)
+    z = 1.0 / _div(-2.0 * x * sx, 3.0)
+    zz = z * z
+    t = _div(-2.0 * x * sx, 3.0) + np.asarray(0.25, dt) * np.asarray(math.pi, dt)
+    neg = (np.asarray(5.64189583547756286948e-01, dt) / jnp.sqrt(sx)
+           * (jnp.sin(t) * (1.0 + zz * _polevl(zz, _AIRY_AI_AFN) / _polevl(zz, _AIRY_AI_AFD))
+              - jnp.cos(t) * (z * _polevl(zz, _AIRY_AI_AGN) / _polevl(zz, _AIRY_AI_AGD))))
+    # x >= 2.09: exponentially small
+    zeta = _div(2.0 * x * jnp.sqrt(x), 3.0)
+    iz = 1.0 / zeta
+    pos = (np.asarray(5.64189583547756286948e-01, dt) * (_polevl(iz, _AIRY_AI_AN) / _polevl(iz, _AIRY_AI_AD))
+           / (2.0 * jnp.sqrt(jnp.sqrt(x)) * jnp.exp(zeta)))
+    # in between: the Maclaurin series, until a term is below epsilon relative to the sum
+    series = (x >= -2.09) & (x < 2.09)
+    xs = jnp.where(series, x, jnp.zeros_like(x))
+    z3 = xs * xs * xs
+    eps = np.finfo(dt).eps
+    one = jnp.ones_like(xs)
+
+    def cond(s):
+        return jnp.any(s[-1])
+
+    def body(s):
+        k, m, n, f, g, act = s
+        m2 = m * z3
+        k = k + 1.0
+        m2 = _div(m2, k)
+        n2 = n * z3
+        k = k + 1.0
+        n2 = _div(n2, k)
+        m2 = _div(m2, k)
+        f2 = f + m2
+        k = k + 1.0
+        n2 = _div(n2, k)
+        g2 = g + n2
+        m, n, f, g = (jnp.where(act, new, old) for new, old in ((m2, m), (n2, n), (f2, f), (g2, g)))
+        return k, m, n, f, g, act & (jnp.abs(m2 / f2) > eps)
+
+    state = (np.asarray(1.0, dt), one, xs, one, xs, series)
+    _, _, _, f, g, _ = lax.while_loop(cond, body, state)
+    mid = np.asarray(0.355028053887817239260, dt) * f - np.asarray(0.258819403792806798405, dt) * g
+    r = jnp.where(x < -2.09, neg, jnp.where(x >= 2.09, pos, mid))
+    r = jnp.where(x > 103.892, jnp.zeros_like(x), r)
+    return jnp.where(jnp.isinf(x) | jnp.isnan(x), jnp.nan, r)
+
+
+def _spherical_bessel_j0(x):
+    dt = x.dtype
+
+    def c(num, den):  # ATen's `T(num) / T(den)`, a division in T
+        return np.asarray(num, dt) / np.asarray(den, dt)
+
+    xx = x * x
+    series = 1.0 + xx * (c(-1.0, 6.0) + xx * (c(1.0, 120.0) + xx * (c(-1.0, 5040.0) + xx * (
+        c(1.0, 362880.0) + xx * (c(-1.0, 39916800.0) + xx * c(1.0, 6227020800.0))))))
+    r = jnp.where(jnp.abs(x) < 0.5, series, jnp.sin(x) / x)
+    return jnp.where(jnp.isinf(x), jnp.zeros_like(x), r)
+
+
+def _calc_digamma(x):
+    """ATen's calc_digamma: -0/+0 -> +-inf, negative integers NaN, negative x by reflection (its
+    pi / tan(pi * frac(x)) in float64), recurrence up to x >= 10, then the asymptotic series."""
+    dt = x.dtype
+    neg = x < 0
+    y = jnp.where(neg, 1 - x, x)
+    result = jnp.zeros_like(x)
+    for _ in range(10):  # x > 0 reaches 10 within 10 steps
+        lt = y < 10
+        result = jnp.where(lt, result - 1 / y, result)
+        y = jnp.where(lt, y + 1, y)
+    z = 1 / (y * y)
+    tail = jnp.where(y < 1.0e17, z * _polevl(z, _DIGAMMA_A), jnp.zeros_like(y))
+    r = jnp.where(y == 10, result + np.asarray(2.25175258906672110764, dt), result + jnp.log(y) - 0.5 / y - tail)
+    wide = cast(x, _F64)
+    frac = wide - jnp.trunc(wide)
+    r = jnp.where(neg, r - cast(math.pi / jnp.tan(math.pi * frac), dt), r)
+    r = jnp.where(neg & (x == jnp.trunc(x)), jnp.nan, r)
+    return jnp.where(x == 0, jnp.where(jnp.signbit(x), jnp.inf, -jnp.inf).astype(dt), r)
+
+
+def _zeta(x, q, acc):
+    """ATen's Hurwitz zeta(x, q) (Cephes): the direct sum of (q + k)^-x until k >= 9 and q + k > 9
+    (or a term below MACHEP of the sum), then Euler-Maclaurin, all in `acc` (float64 for float32, as
+    ATen's acc_type), except the first term, a pow in the input dtype as ATen writes it."""
+    x, q = jnp.broadcast_arrays(x, q)
+    machep = 1.11022302462515654042e-16
+    xa, qa = cast(x, acc), cast(q, acc)
+    special = (x == 1) | (x < 1) | ((q <= 0) & ((q == jnp.floor(q)) | (x != jnp.floor(x))))
+    s0 = cast(_float_pow(q, -x), acc)
+
+    def looping(i, a, done):
+        return ~done & ((i < 9) | (a <= 9.0))
+
+    def cond(st):
+        i, a, b, s, done = st
+        return jnp.any(looping(i, a, done))
+
+    def body(st):
+        i, a, b, s, done = st
+        act = looping(i, a, done)
+        a2 = a + 1.0
+        b2 = _float_pow(a2, -xa)
+        s2 = s + b2
+        a, b, s = jnp.where(act, a2, a), jnp.where(act, b2, b), jnp.where(act, s2, s)
+        done = done | (act & (-machep * s < b) & (b < machep * s))
+        return i + 1, a, b, s, done
+
+    state = (jnp.asarray(0, jnp.int32), qa, jnp.zeros_like(qa), s0, special)
+    _, a, b, s, done = lax.while_loop(cond, body, state)
+    w = a
+    s = jnp.where(done, s, s + b * w / (xa - 1.0) - 0.5 * b)
+    a = jnp.ones_like(xa)
+    k = 0.0
+    for c in _ZETA_A:
+        a = a * (xa + k)
+        b = b / w
+        t = _div(a * b, c)
+        s = jnp.where(done, s, s + t)
+        done = done | (jnp.abs(t / s) < machep)
+        k += 1.0
+        a = a * (xa + k)
+        b = b / w
+        k += 1.0
+    r = jnp.where(x == 1, jnp.inf, jnp.where(x < 1, jnp.nan, jnp.where((q <= 0) & (q == jnp.floor(q)), jnp.inf,
+                                                                          jnp.where(q <= 0, jnp.nan, s))))
+    return cast(jnp.where(special, r, s), x.dtype)
+
+
+def _recurrence(run, count, p, q, step):
+    """ATen's `for (j = 1; j <= count && !isnan(q); j++) { r = step(j, p, q); p = q; q = r; }` for
+    the elements in `run` (the others keep q); returns q. All elements step together; the loop ends
+    when none is left."""
+
+    def active(j, q):
+        return run & (j <= count) & ~jnp.isnan(q)
+
+    def cond(st):
+        return jnp.any(active(st[0], st[2]))
+
+    def body(st):
+        j, p, q = st
+        act = active(j, q)
+        r = step(j, p, q)
+        return j + 1, jnp.where(act, q, p), jnp.where(act, r, q)
+
+    return lax.while_loop(cond, body, (jnp.asarray(1, jnp.int64), p, q))[2]
+
+
+def _chebyshev(kind, shifted, x, n):
+    """ATen's (shifted) Chebyshev polynomials T/U/V/W: x in the compute dtype, n int64."""
+    x, n = jnp.broadcast_arrays(x, n)
+    dt = x.dtype
+
+    def f(v):  # an int64 expression converted to T, as ATen's mixed arithmetic does
+        return v.astype(dt)
+
+    y = x + x - 1.0 if shifted else x
+    if shifted:
+        at_pos, at_neg = x == 1, x == 0
+    else:
+        at_pos, at_neg = (jnp.abs(x) == 1) & (x > 0), (jnp.abs(x) == 1) & ~(x > 0)
+    even = (n % 2) == 0
+    one = jnp.ones_like(x)
+    sign = jnp.where(even, one, -one)
+    n1, n21 = f(n + 1), f(n + n + 1)
+    edge_pos = {"t": one, "u": n1, "v": one, "w": n21}[kind]
+    edge_neg = {"t": sign, "u": jnp.where(even, n1, f(-(n + 1))), "v": jnp.where(even, n21, f(-(n + n + 1))),
+                "w": sign}[kind]
+    threshold = {"t": 6, "u": 6 if shifted else 8, "v": 6 if shifted else 8, "w": 4 if shifted else 8}[kind]
+    trig = (n > threshold) & (jnp.abs(y) < 1)
+    ac = cast(jnp.arccos(cast(y, _F64)), dt)  # XLA's float32 acos is off by an ulp more often than glibc's
+    if kind == "t":
+        trig_val = jnp.cos(f(n) * ac)
+    elif kind == "u":
+        s = jnp.sin(ac)
+        trig_val = jnp.where(s != 0, jnp.sin(n1 * ac) / s, n1 * jnp.cos(n1 * ac) / y)
+    elif kind == "v":
+        trig_val = jnp.where(jnp.sin(ac / 2.0) != 1, jnp.cos((f(n) + 0.5) * ac) / jnp.cos(ac / 2.0),
+                             jnp.where(even, n21, f(-(n + n + 1))))
+    else:
+        other = sign if shifted else jnp.where(x > 0, n21, sign)
+        trig_val = jnp.where(jnp.cos(ac / 2.0) != 1, jnp.sin((f(n) + 0.5) * ac) / jnp.sin(ac / 2.0), other)
+    first = {"t": y, "u": y + y, "v": y + y - 1.0, "w": y + y + 1.0}[kind]
+    run = ~at_pos & ~at_neg & ~trig & (n >= 2)
+    two_y = y + y
+    rec = _recurrence(run, n - 1, one, first, lambda j, p, q: two_y * q - p)
+    r = jnp.where(n == 1, first, rec)
+    r = jnp.where(n == 0, one, r)
+    r = jnp.where(trig, trig_val, r)
+    r = jnp.where(at_neg, edge_neg, r)
+    r = jnp.where(at_pos, edge_pos, r)
+    return jnp.where(n < 0, jnp.zeros_like(x), r)
+
+
+def _hermite(physicists, x, n):
+    """ATen's Hermite polynomials H (physicists) / He: NaN past n = 128 (float32) or 512 (float64)."""
+    x, n = jnp.broadcast_arrays(x, n)
+    dt = x.dtype
+    one = jnp.ones_like(x)
+    limit = 128 if dt == np.float32 else 512
+    if physicists:
+        first = x + x
+        rec = _recurrence((n >= 2) & (n <= limit), n - 1, one, first,
+                          lambda j, p, q: (x + x) * q - (j + j).astype(dt) * p)
+    else:
+        first = x
+        rec = _recurrence((n >= 2) & (n <= limit), n - 1, one, first, lambda j, p, q: x * q - j.astype(dt) * p)
+    r = jnp.where(n > limit, jnp.full_like(x, jnp.nan), rec)
+    r = jnp.where(n == 1, first, r)
+    r = jnp.where(n == 0, one, r)
+    return jnp.where(n < 0, jnp.zeros_like(x), r)
+
+
+def _laguerre(x, n):
+    x, n = jnp.broadcast_arrays(x, n)
+    dt = x.dtype
+    one = jnp.ones_like(x)
+    first = 1.0 - x
+    rec = _recurrence((n >= 2) & (x != 0), n - 1, one, first,
+                      lambda j, p, q: _div(((j + j).astype(dt) + (1.0 - x)) * q - j.astype(dt) * p, j + 1))
+    r = jnp.where(n == 1, first, rec)
+    r = jnp.where((n == 0) | (x == 0), one, r)
+    return jnp.where(n < 0, jnp.zeros_like(x), r)
+
+
+def _legendre(x, n):
+    x, n = jnp.broadcast_arrays(x, n)
+    dt = x.dtype
+    one = jnp.ones_like(x)
+    edge = jnp.abs(x) == 1
+    rec = _recurrence((n >= 2) & ~edge, n - 1, one, x,
+                      lambda j, p, q: _div((j + j + 1).astype(dt) * x * q - j.astype(dt) * p, j + 1))
+    r = jnp.where(n == 1, x, rec)
+    r = jnp.where(n == 0, one, r)
+    r = jnp.where(edge, jnp.where((x > 0) | ((n % 2) == 0), one, -one), r)
+    return jnp.where(n < 0, jnp.zeros_like(x), r)
+
+
+_DTYPE_NAMES = {np.dtype(ml_dtypes.bfloat16): "BFloat16", np.dtype(np.float16): "Half", np.dtype(np.int64): "Long",
+                np.dtype(np.int32): "Int", np.dtype(np.int16): "Short", np.dtype(np.int8): "Char",
+                np.dtype(np.uint8): "Byte", np.dtype(np.bool_): "Bool", np.dtype(np.complex64): "ComplexFloat",
+                np.dtype(np.complex128): "ComplexDouble"}
+
+
+def _float32_64(name, dt):
+    """The CPU kernels of the Cephes functions exist for float32/float64 only."""
+    if not _is_float(dt) or is_low_precision(dt):
+        raise _not_implemented(name, dt)
+
+
+def _not_implemented(name, dt):
+    return NotImplementedError(f'"{name}" not implemented for \'{_DTYPE_NAMES.get(np.dtype(dt), np.dtype(dt).name)}\'')
+
+
+def _float_unary(name, fn):
+    """A unary op whose CPU kernel exists for float32/float64 only: integers go to the default dtype,
+    float16/bfloat16 raise as on the CPU."""
+
+    def lowering(self):
+        dt = _float_dtype(self.dtype)
+        _float32_64(name, dt)
+        return fn(cast(self, dt))
+
+    return lowering
+
+
+def _polynomial(name, fn):
+    """A polynomial op (x, n): x and n in their common float dtype (float32/float64 only), n then
+    truncated to int64 as ATen's static_cast does (NaN, inf and out of range give INT64_MIN on x86)."""
+
+    def lowering(x, n):
+        dt = _float_dtype(result_dtype(x, n))
+        _float32_64(name, dt)
+        return fn(cast(x, dt), cast(cast(n, dt), np.int64))
+
+    return lowering
+
+
+def _igamma(name, upper):
+    """Regularized incomplete gamma P(a, x) (Q for upper) with ATen's boundary values; the series and
+    continued fractions are XLA's, in float64 (ATen's float32 kernel is accurate to ~1e-6 absolute,
+    XLA's float32 one is not near a ~ x > 50), rounded once."""
+
+    def lowering(self, other):
+        dt = result_dtype(self, other)
+        if not _is_float(dt):  # float16/bfloat16 too: computed in float
+            raise _not_implemented(name, dt)
+        a, x = jnp.broadcast_arrays(cast(self, _F64), cast(other, _F64))
+        lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)  # values at x = 0 and at x = inf
+        r = (lax.igammac if upper else lax.igamma)(a, x)
+        r = jnp.where(jnp.isinf(x), hi, r)
+        r = jnp.where(jnp.isinf(a), jnp.where(jnp.isinf(x), jnp.nan, lo), r)
+        r = jnp.where(x == 0, lo, r)
+        r = jnp.where(a == 0, jnp.where(x > 0, hi, jnp.nan), r)
+        r = jnp.where((x < 0) | (a < 0), jnp.nan, r)
+        return cast(r, dt)
+
+    return lowering
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,6 +913,13 @@ def heaviside(self, values):
     return jnp.where(x == 0, v, cast(x > 0, dt))
 
 
+# igamma(Tensor self, Tensor other) -> Tensor
+lower(aten.igamma.default)(_igamma("igamma_cpu", upper=False))
+
+# igammac(Tensor self, Tensor other) -> Tensor
+lower(aten.igammac.default)(_igamma("igammac_cpu", upper=True))
+
+
 # lcm(Tensor self, Tensor other) -> Tensor
 @lower(aten.lcm.default)
 def lcm(self, other):
@@ -319,13 +965,19 @@ def polygamma(n, self):
     dt = _float_dtype(self.dtype)
     x = cast(self, _compute(dt))
     if n == 0:
-        r = _digamma(x)
+        r = _calc_digamma(x)
     elif n == 1:
         r = _trigamma(x)
     else:
-        r = jax.scipy.special.polygamma(jnp.asarray(n, jnp.int32), x)
-        pole = (x <= 0) & (x == jnp.floor(x))
-        r = jnp.where(pole, np.asarray(jnp.inf if n % 2 else -jnp.inf, x.dtype), r)
+        # ATen's calc_polygamma: ((n % 2) ? 1 : -1) * exp(lgamma(n + 1)) * zeta(n + 1, x), the factor in
+        # the compute dtype, zeta accumulating in float64 for float32/float64 (float32 for bf16/f16)
+        if x.dtype == np.float32:
+            fact = np.exp(np.float32(math.lgamma(n + 1)))
+        else:
+            fact = math.exp(math.lgamma(n + 1))
+        acc = _F64 if dt == x.dtype else x.dtype
+        z = _zeta(jnp.full_like(x, n + 1), x, acc)
+        r = np.asarray(fact if n % 2 else -fact, x.dtype) * z
     return _out(r, dt)
 
 
@@ -341,8 +993,72 @@ def sinc(x):
     return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(p) / p)
 
 
+# special_airy_ai(Tensor x) -> Tensor
+lower(aten.special_airy_ai.default)(_float_unary("airy_ai_cpu", _airy_ai))
+
+# special_bessel_j0(Tensor self) -> Tensor
+lower(aten.special_bessel_j0.default)(_float_unary("bessel_j0_cpu", _bessel_j0))
+
+# special_bessel_j1(Tensor self) -> Tensor
+lower(aten.special_bessel_j1.default)(_float_unary("bessel_j1_cpu", _bessel_j1))
+
+# special_bessel_y0(Tensor self) -> Tensor
+lower(aten.special_bessel_y0.default)(_float_unary("bessel_y0_cpu", _bessel_y0))
+
+# special_bessel_y1(Tensor self) -> Tensor
+lower(aten.special_bessel_y1.default)(_float_unary("bessel_y1_cpu", _bessel_y1))
+
+# special_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_t.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_t.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_chebyshev_polynomial_t.default, aten.special_chebyshev_polynomial_t.x_scalar,
+      aten.special_chebyshev_polynomial_t.n_scalar)(
+    _polynomial("chebyshev_polynomial_t_cpu", lambda x, n: _chebyshev("t", False, x, n))
+)
+
+# special_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_u.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_u.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_chebyshev_polynomial_u.default, aten.special_chebyshev_polynomial_u.x_scalar,
+      aten.special_chebyshev_polynomial_u.n_scalar)(
+    _polynomial("chebyshev_polynomial_u_cpu", lambda x, n: _chebyshev("u", False, x, n))
+)
+
+# special_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_v.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_v.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_chebyshev_polynomial_v.default, aten.special_chebyshev_polynomial_v.x_scalar,
+      aten.special_chebyshev_polynomial_v.n_scalar)(
+    _polynomial("chebyshev_polynomial_v_cpu", lambda x, n: _chebyshev("v", False, x, n))
+)
+
+# special_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_w.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_chebyshev_polynomial_w.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_chebyshev_polynomial_w.default, aten.special_chebyshev_polynomial_w.x_scalar,
+      aten.special_chebyshev_polynomial_w.n_scalar)(
+    _polynomial("chebyshev_polynomial_w_cpu", lambda x, n: _chebyshev("w", False, x, n))
+)
+
+
 # special_erfcx(Tensor self) -> Tensor
 lower(aten.special_erfcx.default)(_no_low_precision("erfcx_cpu", _unary_float(_erfcx)))
+
+# special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor
+# special_hermite_polynomial_h.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_hermite_polynomial_h.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_hermite_polynomial_h.default, aten.special_hermite_polynomial_h.x_scalar,
+      aten.special_hermite_polynomial_h.n_scalar)(
+    _polynomial("hermite_polynomial_h_cpu", lambda x, n: _hermite(True, x, n))
+)
+
+# special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor
+# special_hermite_polynomial_he.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_hermite_polynomial_he.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_hermite_polynomial_he.default, aten.special_hermite_polynomial_he.x_scalar,
+      aten.special_hermite_polynomial_he.n_scalar)(
+    _polynomial("hermite_polynomial_he_cpu", lambda x, n: _hermite(False, x, n))
+)
 
 # special_i0e(Tensor self) -> Tensor
 lower(aten.special_i0e.default)(_unary_float(lambda x: jax.scipy.special.i0e(x)))
@@ -352,6 +1068,23 @@ lower(aten.special_i1.default)(_unary_float(lambda x: jax.scipy.special.i1(x)))
 
 # special_i1e(Tensor self) -> Tensor
 lower(aten.special_i1e.default)(_unary_float(lambda x: jax.scipy.special.i1e(x)))
+
+
+# special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor
+# special_laguerre_polynomial_l.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_laguerre_polynomial_l.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_laguerre_polynomial_l.default, aten.special_laguerre_polynomial_l.x_scalar,
+      aten.special_laguerre_polynomial_l.n_scalar)(
+    _polynomial("laguerre_polynomial_l_cpu", _laguerre)
+)
+
+# special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor
+# special_legendre_polynomial_p.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_legendre_polynomial_p.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_legendre_polynomial_p.default, aten.special_legendre_polynomial_p.x_scalar,
+      aten.special_legendre_polynomial_p.n_scalar)(
+    _polynomial("legendre_polynomial_p_cpu", _legendre)
+)
 
 
 # special_log_ndtr(Tensor self) -> Tensor
@@ -364,9 +1097,70 @@ def special_log_ndtr(x):
     return jnp.where(x < -1.0, lo, hi)
 
 
+# special_modified_bessel_i0(Tensor self) -> Tensor
+lower(aten.special_modified_bessel_i0.default)(_float_unary("modified_bessel_i0_cpu", _modified_bessel_i0))
+
+# special_modified_bessel_i1(Tensor self) -> Tensor
+lower(aten.special_modified_bessel_i1.default)(_float_unary("modified_bessel_i1_cpu", _modified_bessel_i1))
+
+# special_modified_bessel_k0(Tensor self) -> Tensor
+lower(aten.special_modified_bessel_k0.default)(
+    _float_unary("modified_bessel_k0_cpu", lambda x: _modified_bessel_k(x, 0, False))
+)
+
+# special_modified_bessel_k1(Tensor self) -> Tensor
+lower(aten.special_modified_bessel_k1.default)(
+    _float_unary("modified_bessel_k1_cpu", lambda x: _modified_bessel_k(x, 1, False))
+)
+
 # special_ndtri(Tensor self) -> Tensor
 lower(aten.special_ndtri.default)(_no_low_precision("ndtri_cpu", _unary_float(lambda x: jax.scipy.special.ndtri(x))))
 
+
+# special_scaled_modified_bessel_k0(Tensor x) -> Tensor
+lower(aten.special_scaled_modified_bessel_k0.default)(
+    _float_unary("scaled_modified_bessel_k0_cpu", lambda x: _modified_bessel_k(x, 0, True))
+)
+
+# special_scaled_modified_bessel_k1(Tensor x) -> Tensor
+lower(aten.special_scaled_modified_bessel_k1.default)(
+    _float_unary("scaled_modified_bessel_k1_cpu", lambda x: _modified_bessel_k(x, 1, True))
+)
+
+# special_shifted_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_t.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_t.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_shifted_chebyshev_polynomial_t.default, aten.special_shifted_chebyshev_polynomial_t.x_scalar,
+      aten.special_shifted_chebyshev_polynomial_t.n_scalar)(
+    _polynomial("shifted_chebyshev_polynomial_t_cpu", lambda x, n: _chebyshev("t", True, x, n))
+)
+
+# special_shifted_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_u.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_u.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_shifted_chebyshev_polynomial_u.default, aten.special_shifted_chebyshev_polynomial_u.x_scalar,
+      aten.special_shifted_chebyshev_polynomial_u.n_scalar)(
+    _polynomial("shifted_chebyshev_polynomial_u_cpu", lambda x, n: _chebyshev("u", True, x, n))
+)
+
+# special_shifted_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_v.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_v.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_shifted_chebyshev_polynomial_v.default, aten.special_shifted_chebyshev_polynomial_v.x_scalar,
+      aten.special_shifted_chebyshev_polynomial_v.n_scalar)(
+    _polynomial("shifted_chebyshev_polynomial_v_cpu", lambda x, n: _chebyshev("v", True, x, n))
+)
+
+# special_shifted_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_w.x_scalar(Scalar x, Tensor n) -> Tensor
+# special_shifted_chebyshev_polynomial_w.n_scalar(Tensor x, Scalar n) -> Tensor
+lower(aten.special_shifted_chebyshev_polynomial_w.default, aten.special_shifted_chebyshev_polynomial_w.x_scalar,
+      aten.special_shifted_chebyshev_polynomial_w.n_scalar)(
+    _polynomial("shifted_chebyshev_polynomial_w_cpu", lambda x, n: _chebyshev("w", True, x, n))
+)
+
+# special_spherical_bessel_j0(Tensor x) -> Tensor
+lower(aten.special_spherical_bessel_j0.default)(_float_unary("spherical_bessel_j0_cpu", _spherical_bessel_j0))
 
 # special_xlog1py(Tensor self, Tensor other) -> Tensor
 # special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor
@@ -374,6 +1168,16 @@ lower(aten.special_ndtri.default)(_no_low_precision("ndtri_cpu", _unary_float(la
 lower(aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar)(
     _binary_float(_xlog1py)
 )
+
+# special_zeta(Tensor self, Tensor other) -> Tensor
+# special_zeta.other_scalar(Tensor self, Scalar other) -> Tensor
+# special_zeta.self_scalar(Scalar self, Tensor other) -> Tensor
+@lower(aten.special_zeta.default, aten.special_zeta.other_scalar, aten.special_zeta.self_scalar)
+def special_zeta(self, other):
+    dt = _float_dtype(result_dtype(self, other))
+    _float32_64("zeta_cpu", dt)
+    return _zeta(cast(self, dt), cast(other, dt), _F64)
+
 
 # xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor
 # xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor
