@@ -270,3 +270,419 @@ def test_singular_errors_device(fn):
     with pytest.raises(torch.linalg.LinAlgError) as dev:
         fn(A.to("neuron"))
     assert str(dev.value) == str(cpu.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers for the solvers and factorizations below
+
+def crandn(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.complex(torch.randn(*shape, generator=g, dtype=torch.float64),
+                         torch.randn(*shape, generator=g, dtype=torch.float64))
+
+
+def symmetric(*shape, dtype=torch.float64, seed=0):
+    """A symmetric indefinite matrix (Bunch-Kaufman picks 2x2 pivot blocks for some of them)."""
+    a = randn(*shape, dtype=torch.float64, seed=seed)
+    return (a + a.mT).to(dtype)
+
+
+def garbage_above(factor, upper=False, seed=5):
+    """A triangular factor with garbage in the triangle the op must not read."""
+    junk = randn(*factor.shape, dtype=torch.float64, seed=seed).to(factor.dtype)
+    return factor + (torch.tril(junk, -1) if upper else torch.triu(junk, 1))
+
+
+def slow(*values):
+    """A parametrization case run only with -m slow (the exhaustive grids; the default run keeps one
+    case per code path)."""
+    return pytest.param(*values, marks=pytest.mark.slow)
+
+
+def must_raise(fn, *args, error=RuntimeError):
+    """fn raises the same error on neuron as on the CPU, with the CPU's message in it (the device's
+    value checks prefix the op's name)."""
+    with pytest.raises(error) as cpu:
+        fn(*args)
+    with pytest.raises(error) as dev:
+        fn(*(a.to("neuron") if isinstance(a, torch.Tensor) else a for a in args))
+    assert str(cpu.value) in str(dev.value), (str(cpu.value), str(dev.value))
+
+
+# ---------------------------------------------------------------------------------------------
+# _cholesky_solve_helper (cholesky_solve)
+
+@pytest.mark.parametrize("dtype,upper", [(torch.float32, False), (torch.float64, True), (torch.complex128, True),
+                                         slow(torch.float64, False), slow(torch.complex128, False)])
+def test_cholesky_solve(dtype, upper):
+    if dtype.is_complex:
+        a = crandn(2, 4, 4)
+        S, B = a @ a.mH + 4 * torch.eye(4), crandn(2, 4, 3, seed=1)
+    else:
+        S, B = spd(2, 4, 4, dtype=dtype), randn(2, 4, 3, dtype=dtype, seed=1)
+    factor = torch.linalg.cholesky(S, upper=upper).resolve_conj()
+    check_lowering(aten._cholesky_solve_helper.default, B, garbage_above(factor, upper), upper, **tol(dtype))
+
+
+def test_cholesky_solve_device():
+    L, B = torch.linalg.cholesky(spd(4, 4)), randn(2, 4, 3, seed=1)
+    check_device(torch.cholesky_solve, B, L, atol=1e-4, rtol=1e-4, must_run=["aten._cholesky_solve_helper.default"])
+    check_device(lambda b, u: torch.cholesky_solve(b, u, upper=True), B, L.mT.contiguous(), atol=1e-4, rtol=1e-4,
+                 must_run=["aten._cholesky_solve_helper.default"])
+
+
+# ---------------------------------------------------------------------------------------------
+# _linalg_eigvals / linalg_eig (LAPACK geev on the CPU platform: same order, same normalization)
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128, slow(torch.float64)])
+def test_eig(dtype):
+    A = crandn(2, 5, 5) if dtype.is_complex else randn(2, 5, 5, dtype=dtype)
+    t = tol(torch.float32 if dtype == torch.float32 else torch.float64)
+    check_lowering(aten._linalg_eigvals.default, A, **t)
+    w, V = run_lowering(aten.linalg_eig.default, A)
+    ew, eV = aten.linalg_eig.default(A)
+    assert w.dtype == ew.dtype and V.shape == eV.shape
+    close(w, ew, **t)
+    close(V.abs(), eV.abs(), **t)  # unit columns, largest component real: unique up to the sign
+    close(V @ torch.diag_embed(w) @ torch.linalg.inv(V), A.to(V.dtype), **t)
+
+
+def test_eig_device():
+    A = randn(5, 5)
+    check_device(torch.linalg.eigvals, A, atol=1e-4, rtol=1e-4, must_run=["aten._linalg_eigvals.default"])
+    check_device(lambda a: (lambda w, v: (w, v.abs()))(*torch.linalg.eig(a)), A, atol=1e-4, rtol=1e-4,
+                 must_run=["aten.linalg_eig.default"])
+    must_raise(torch.linalg.eig, torch.tensor([[1.0, float("nan")], [0.0, 1.0]]))
+
+
+# ---------------------------------------------------------------------------------------------
+# cholesky (the deprecated op: raises where the factorization fails) and cholesky_inverse
+
+@pytest.mark.parametrize("dtype,upper", [(torch.float32, False), (torch.float64, True), slow(torch.float32, True)])
+def test_cholesky_deprecated(dtype, upper):
+    S = spd(2, 4, 4, dtype=dtype)
+    check_lowering(aten.cholesky.default, S, upper, **tol(dtype))
+    check_lowering(aten.cholesky.default, torch.zeros(0, 3, 3, dtype=dtype), upper)
+
+
+@pytest.mark.parametrize("dtype,upper", [(torch.float32, False), (torch.float64, True), (torch.complex128, True),
+                                         slow(torch.float64, False), slow(torch.complex128, False)])
+def test_cholesky_inverse(dtype, upper):
+    if dtype.is_complex:
+        a = crandn(2, 4, 4)
+        S = a @ a.mH + 4 * torch.eye(4)
+    else:
+        S = spd(2, 4, 4, dtype=dtype)
+    factor = torch.linalg.cholesky(S, upper=upper).resolve_conj()
+    check_lowering(aten.cholesky_inverse.default, garbage_above(factor, upper), upper, **tol(dtype))
+
+
+def test_cholesky_ops_device():
+    S = spd(2, 4, 4)
+    f = lambda a: torch.cholesky(a)  # noqa: E731
+    check_device(f, S, atol=1e-4, rtol=1e-4, must_run=["aten.cholesky.default"])
+    check_device(torch.cholesky_inverse, torch.linalg.cholesky(S), atol=1e-4, rtol=1e-4,
+                 must_run=["aten.cholesky_inverse.default"])
+    # the CPU's errors: the first failing batch element, the leading minor / the zero diagonal element
+    bad = torch.stack([spd(3, 3), torch.diag(torch.tensor([1.0, -1.0, 1.0]))])
+    must_raise(f, bad[1], error=torch.linalg.LinAlgError)
+    must_raise(f, bad, error=torch.linalg.LinAlgError)
+    singular = torch.diag(torch.tensor([1.0, 0.0, 2.0]))
+    must_raise(torch.cholesky_inverse, singular, error=torch.linalg.LinAlgError)
+    must_raise(torch.cholesky_inverse, torch.stack([torch.eye(3), singular]), error=torch.linalg.LinAlgError)
+
+
+# ---------------------------------------------------------------------------------------------
+# conj_physical (reached as conj_physical.out: the functional op is CompositeImplicit)
+
+def test_conj_physical():
+    check_lowering(aten.conj_physical.default, crandn(3, 4).to(torch.complex64))
+    check_lowering(aten.conj_physical.default, randn(3, 4))
+
+
+def test_conj_physical_device():
+    c = crandn(3, 4).to(torch.complex64)
+    check_device(torch.conj_physical, c, must_run=["aten.conj_physical.out"])
+    x = randn(4, 6)
+    check_device(torch.fft.ihfft2, x, atol=1e-5, rtol=1e-5, must_run=["aten.conj_physical.out"])
+    check_device(torch.fft.ihfftn, torch.arange(24).reshape(2, 3, 4), atol=1e-5, rtol=1e-5,
+                 must_run=["aten.conj_physical.out"])
+
+
+# ---------------------------------------------------------------------------------------------
+# geqrf, linalg_householder_product, ormqr
+
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (5, 3)), (torch.float64, (3, 5)), (torch.float32, (2, 4, 4)),
+                                         (torch.float32, (0, 3)), slow(torch.float64, (2, 0, 3, 3)),
+                                         slow(torch.float64, (2, 4, 4))])
+def test_geqrf(dtype, shape):
+    check_lowering(aten.geqrf.default, randn(*shape, dtype=dtype), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, slow(torch.float64)])
+@pytest.mark.parametrize("shape,k", [((6, 4), 4), ((5, 4), 2), ((2, 1, 5, 3), 3), ((0, 0), 0), slow((5, 5), 5),
+                                     slow((4, 4), 0)])
+def test_householder_product(dtype, shape, k):
+    A, tau = randn(*shape, dtype=dtype), randn(*shape[:-2], k, dtype=dtype, seed=1)
+    check_lowering(aten.linalg_householder_product.default, A, tau, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype,left,transpose", [
+    (torch.float32, True, False), (torch.float64, False, True), (torch.complex128, True, True),
+    (torch.complex128, False, False), slow(torch.float32, True, True), slow(torch.float32, False, False),
+    slow(torch.float64, True, False), slow(torch.complex128, True, False)])
+def test_ormqr(dtype, left, transpose):
+    A = crandn(2, 5, 3) if dtype.is_complex else randn(2, 5, 3, dtype=dtype)
+    a, tau = torch.geqrf(A)
+    C = (crandn if dtype.is_complex else lambda *s, seed: randn(*s, dtype=dtype, seed=seed))(
+        *((2, 5, 2) if left else (2, 2, 5)), seed=1)
+    check_lowering(aten.ormqr.default, a, tau, C, left, transpose, **tol(dtype))
+
+
+def test_qr_family_device():
+    A = randn(5, 3)
+    check_device(torch.geqrf, A, atol=1e-4, rtol=1e-4, must_run=["aten.geqrf.default"])
+    a, tau = torch.geqrf(A)
+    check_device(torch.linalg.householder_product, a, tau, atol=1e-4, rtol=1e-4,
+                 must_run=["aten.linalg_householder_product.default"])
+    check_device(lambda x, t, c: torch.ormqr(x, t, c, transpose=True), a, tau, randn(5, 2, seed=1), atol=1e-4,
+                 rtol=1e-4, must_run=["aten.ormqr.default"])
+    # geqrf has no meta kernel in PyTorch: this module registers one (out= too)
+    out = (torch.empty(0, device="neuron"), torch.empty(0, device="neuron"))
+    torch.geqrf(A.to("neuron"), out=out)
+    ea, etau = torch.geqrf(A)
+    close(out[0].cpu(), ea, atol=1e-4, rtol=1e-4)
+    close(out[1].cpu(), etau, atol=1e-4, rtol=1e-4)
+    must_raise(torch.geqrf, randn(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# linalg_ldl_factor_ex / linalg_ldl_solve (LAPACK's sytrf / sytrs, uplo="L", step by step)
+
+@pytest.mark.parametrize("dtype", [torch.float64, slow(torch.float32)])
+def test_ldl_factor(dtype):
+    A = symmetric(4, 6, 6, dtype=dtype, seed=3)
+    LD, piv, info = run_lowering(aten.linalg_ldl_factor_ex.default, A)
+    eLD, epiv, einfo = aten.linalg_ldl_factor_ex.default(A)
+    assert torch.equal(piv, epiv) and torch.equal(info, einfo) and (piv < 0).any()  # 2x2 blocks too
+    close(LD, eLD, **tol(dtype))
+    # only the lower triangle is read
+    check_lowering(aten.linalg_ldl_factor_ex.default, torch.tril(A) + torch.triu(randn(6, 6, dtype=dtype), 1),
+                   **tol(dtype))
+
+
+@pytest.mark.parametrize("hermitian", [True, slow(False)])
+def test_ldl_factor_complex(hermitian):
+    c = crandn(3, 5, 5)
+    check_lowering(aten.linalg_ldl_factor_ex.default, c + (c.mH if hermitian else c.mT), hermitian=hermitian,
+                   **tol(torch.float64))
+
+
+def test_ldl_factor_singular():
+    singular = torch.stack([torch.diag(torch.tensor([1.0, 0.0, 2.0, 0.0])), torch.zeros(4, 4)])
+    _LD, _piv, info = run_lowering(aten.linalg_ldl_factor_ex.default, singular)
+    assert info.tolist() == aten.linalg_ldl_factor_ex.default(singular)[2].tolist() == [2, 1]
+    check_lowering(aten.linalg_ldl_factor_ex.default, torch.zeros(0, 3, 3))
+
+
+@pytest.mark.parametrize("dtype,hermitian", [(torch.float64, False), (torch.complex128, True),
+                                             slow(torch.float32, False), slow(torch.float64, True),
+                                             slow(torch.complex128, False)])
+def test_ldl_solve(dtype, hermitian):
+    if dtype.is_complex:
+        c = crandn(3, 6, 6)
+        A, B = (c + c.mH if hermitian else c + c.mT), crandn(3, 6, 2, seed=1)
+    else:
+        A, B = symmetric(3, 6, 6, dtype=dtype, seed=3), randn(3, 6, 2, dtype=dtype, seed=1)
+    LD, piv, _ = torch.linalg.ldl_factor_ex(A, hermitian=hermitian)
+    t = tol(torch.float32 if dtype == torch.float32 else torch.float64)
+    check_lowering(aten.linalg_ldl_solve.default, LD, piv, B[0] if hermitian else B, hermitian=hermitian, **t)
+
+
+def test_ldl_device():
+    A = symmetric(2, 5, 5, dtype=torch.float32, seed=3)
+    check_device(torch.linalg.ldl_factor, A, atol=1e-4, rtol=1e-4, must_run=["aten.linalg_ldl_factor_ex.default"])
+    LD, piv = torch.linalg.ldl_factor(A)
+    check_device(torch.linalg.ldl_solve, LD, piv, randn(5, 3, seed=1), atol=1e-4, rtol=1e-4,
+                 must_run=["aten.linalg_ldl_solve.default"])
+    # PyTorch raises it as an internal assert ("Unknown error code"): the message past its preamble
+    with pytest.raises(RuntimeError, match="torch.linalg.ldl_factor_ex: Unknown error code: 1."):
+        torch.linalg.ldl_factor_ex(torch.zeros(3, 3, device="neuron"), check_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# linalg_lstsq (and its meta kernel, which PyTorch lacks)
+
+@pytest.mark.parametrize("driver,m,n,dtype", [
+    ("gels", 5, 3, torch.float32), ("gels", 2, 4, torch.float64), ("gelsy", 5, 3, torch.float64),
+    ("gelsy", 2, 4, torch.float32), ("gelsd", 5, 3, torch.float32), ("gelss", 3, 3, torch.float64),
+    slow("gels", 3, 3, torch.float32), slow("gelsy", 3, 3, torch.float32), slow("gelsd", 2, 4, torch.float64),
+    slow("gelsd", 3, 3, torch.float64), slow("gelss", 5, 3, torch.float32), slow("gelss", 2, 4, torch.float32)])
+def test_lstsq(driver, m, n, dtype):
+    A, B = randn(2, m, n, dtype=dtype), randn(2, m, 2, dtype=dtype, seed=1)
+    check_lowering(aten.linalg_lstsq.default, A, B, driver=driver, **tol(dtype))
+
+
+@pytest.mark.parametrize("ashape,bshape,driver", [
+    ((4, 3), (4,), "gels"), ((2, 4, 3), (2, 4), "gelsd"), ((1, 4, 3), (2, 4, 2), "gelsd"), ((1, 4, 3), (4, 2), "gels"),
+    ((0, 3), (0, 2), "gelsd"), ((3, 0), (3, 2), "gels"), ((3, 0), (3, 2), "gelsd"),
+    ((2, 0, 4, 3), (2, 0, 4, 2), "gelsd"),
+    slow((4, 3), (4,), "gelsd"), slow((2, 4, 3), (2, 4), "gels"), slow((1, 4, 3), (2, 4, 2), "gels"),
+    slow((1, 4, 3), (4, 2), "gelsd"), slow((0, 3), (0, 2), "gels"), slow((2, 0, 4, 3), (2, 0, 4, 2), "gels")])
+def test_lstsq_shapes(ashape, bshape, driver):
+    check_lowering(aten.linalg_lstsq.default, randn(*ashape, dtype=torch.float64),
+                   randn(*bshape, dtype=torch.float64, seed=1), driver=driver, **tol(torch.float64))
+
+
+def test_lstsq_rank_deficient_and_complex():
+    A = randn(5, 3, dtype=torch.float64)
+    A[:, 2] = A[:, 0] + A[:, 1]
+    B = randn(5, 2, dtype=torch.float64, seed=1)
+    check_lowering(aten.linalg_lstsq.default, A, B, **tol(torch.float64))  # gelsy: minimum-norm solution, rank 2
+    x, _res, rank, s = run_lowering(aten.linalg_lstsq.default, A, B, driver="gelsd")
+    ex, _eres, erank, es = aten.linalg_lstsq.default(A, B, driver="gelsd")
+    close(x, ex, **tol(torch.float64))
+    assert rank.item() == erank.item() == 2
+    close(s, es, **tol(torch.float64))
+    check_lowering(aten.linalg_lstsq.default, crandn(2, 5, 3), crandn(2, 5, 2, seed=1), **tol(torch.float64))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["gels", "gelsd", "gelss"])
+@pytest.mark.parametrize("m,n", [(5, 3), (2, 4)])
+def test_lstsq_complex(driver, m, n):
+    check_lowering(aten.linalg_lstsq.default, crandn(2, m, n), crandn(2, m, 2, seed=1), driver=driver,
+                   **tol(torch.float64))
+
+
+def test_lstsq_device():
+    A, B = randn(5, 3), randn(5, 2, seed=1)
+    check_device(torch.linalg.lstsq, A, B, atol=1e-4, rtol=1e-4, must_run=["aten.linalg_lstsq.default"])
+    check_device(lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"), A, B, atol=1e-4, rtol=1e-4,
+                 must_run=["aten.linalg_lstsq.default"])
+    check_device(lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), randn(2, 3, 4), randn(2, 3), atol=1e-4,
+                 rtol=1e-4, must_run=["aten.linalg_lstsq.default"])
+    must_raise(lambda a, b: torch.linalg.lstsq(a, b, driver="foo"), A, B)
+    must_raise(torch.linalg.lstsq, A, randn(4))
+    must_raise(torch.linalg.lstsq, randn(2, 4, 3), randn(4, 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# linalg_lu, linalg_lu_solve, lu_unpack
+
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (4, 4)), (torch.float64, (2, 5, 3)), (torch.float32, (3, 5)),
+                                         (torch.float32, (0, 3, 2)), (torch.float64, (3, 0)),
+                                         slow(torch.float64, (4, 4)), slow(torch.float32, (2, 5, 3))])
+def test_lu(dtype, shape):
+    check_lowering(aten.linalg_lu.default, randn(*shape, dtype=dtype), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype,left,adjoint", [
+    (torch.float32, True, False), (torch.float32, True, True), (torch.float64, False, False),
+    (torch.float64, False, True), (torch.complex128, False, True), slow(torch.complex128, True, True),
+    slow(torch.complex128, True, False), slow(torch.complex128, False, False), slow(torch.float32, False, True)])
+def test_lu_solve(dtype, left, adjoint):
+    A = crandn(2, 4, 4) + 3 * torch.eye(4) if dtype.is_complex else well(2, 4, 4, dtype=dtype)
+    LU, piv = torch.linalg.lu_factor(A)
+    B = crandn(4, 3, seed=1) if dtype.is_complex else randn(4, 3, dtype=dtype, seed=1)  # broadcast over A's batch
+    check_lowering(aten.linalg_lu_solve.default, LU, piv, B if left else B.mT, left=left, adjoint=adjoint,
+                   **tol(torch.float32 if dtype == torch.float32 else torch.float64))
+
+
+@pytest.mark.parametrize("shape,unpack_data,unpack_pivots", [
+    ((4, 4), True, True), ((2, 5, 3), True, True), ((3, 5), False, True), ((2, 5, 3), True, False),
+    slow((3, 5), True, True), slow((4, 4), False, True), slow((3, 5), True, False)])
+def test_lu_unpack(shape, unpack_data, unpack_pivots):
+    LU, piv = torch.linalg.lu_factor(randn(*shape, dtype=torch.float64))
+    check_lowering(aten.lu_unpack.default, LU, piv, unpack_data, unpack_pivots)
+
+
+def test_lu_unpack_any_pivots():
+    # pivots as LAPACK may leave them: any row at or below their own
+    check_lowering(aten.lu_unpack.default, randn(4, 3), torch.tensor([4, 4, 4], dtype=torch.int32))
+
+
+def test_lu_family_device():
+    A = randn(2, 4, 4)
+    check_device(torch.linalg.lu, A, atol=1e-4, rtol=1e-4, must_run=["aten.linalg_lu.default"])
+    LU, piv = torch.linalg.lu_factor(well(2, 4, 4))
+    B = randn(2, 4, 3, seed=1)
+    check_device(torch.linalg.lu_solve, LU, piv, B, atol=1e-4, rtol=1e-4, must_run=["aten.linalg_lu_solve.default"])
+    check_device(torch.lu_solve, B, LU, piv, atol=1e-4, rtol=1e-4, must_run=["aten.linalg_lu_solve.default"])
+    check_device(torch.lu_unpack, LU, piv, atol=1e-4, rtol=1e-4, must_run=["aten.lu_unpack.default"])
+    # the CPU's checks of the pivots, and its refusal of LU without pivoting
+    bad = piv.clone()
+    bad[0, 1] = 7
+    must_raise(torch.linalg.lu_solve, LU, bad, B)
+    must_raise(torch.lu_unpack, LU, bad)
+    bad[1, 0] = 0
+    must_raise(torch.linalg.lu_solve, LU, bad, B)
+    must_raise(lambda a: torch.linalg.lu(a, pivot=False), A)
+
+
+# ---------------------------------------------------------------------------------------------
+# linalg_matrix_exp (PyTorch's degree selection by the 1-norm)
+
+def test_matrix_exp():
+    # one matrix per degree: 1, 2, 4, 8, 12, 18, 18 with scaling and squaring
+    scales = [1e-9, 1e-5, 1e-2, 0.1, 0.3, 1.0, 30.0]
+    A = torch.stack([randn(4, 4, dtype=torch.float64, seed=i) * s for i, s in enumerate(scales)])
+    check_lowering(aten.linalg_matrix_exp.default, A, atol=1e-12, rtol=1e-10)
+    check_lowering(aten.linalg_matrix_exp.default, A.float()[:6], atol=1e-5, rtol=1e-5)
+    check_lowering(aten.linalg_matrix_exp.default, randn(3, 1, 1))
+    check_lowering(aten.linalg_matrix_exp.default, randn(2, 0, 0))
+    check_lowering(aten.linalg_matrix_exp.default, torch.tensor([[float("nan"), 1.0], [0.0, 1.0]]))
+
+
+@pytest.mark.slow
+def test_matrix_exp_complex():
+    check_lowering(aten.linalg_matrix_exp.default, crandn(2, 3, 3), atol=1e-12, rtol=1e-10)
+    check_lowering(aten.linalg_matrix_exp.default, 10 * crandn(2, 3, 3), atol=1e-8, rtol=1e-8)
+
+
+def test_matrix_exp_bfloat16():
+    # computed in float32 and rounded once (the CPU's bfloat16 kernel returns NaN/inf: a PyTorch bug)
+    A = randn(2, 4, 4) * 0.5
+    got = run_lowering(aten.linalg_matrix_exp.default, A.to(torch.bfloat16))
+    assert got.dtype == torch.bfloat16
+    close(got.double(), torch.linalg.matrix_exp(A.to(torch.bfloat16).double()), atol=2e-2, rtol=2e-2)
+
+
+def test_matrix_exp_device():
+    check_device(torch.linalg.matrix_exp, randn(2, 5, 5), atol=1e-4, rtol=1e-4,
+                 must_run=["aten.linalg_matrix_exp.default"])
+
+
+# ---------------------------------------------------------------------------------------------
+# linalg_solve_triangular, triangular_solve
+
+@pytest.mark.parametrize("dtype,upper,left,unit", [
+    (torch.float32, True, True, False), (torch.float64, False, True, True), (torch.float32, True, False, True),
+    (torch.float64, False, False, False), slow(torch.float64, True, True, False),
+    slow(torch.float32, False, True, True)])
+def test_solve_triangular(dtype, upper, left, unit):
+    A = well(2, 4, 4, dtype=dtype)  # the other triangle (and the diagonal if unit) is never read
+    B = randn(4, 3, dtype=dtype, seed=1) if left else randn(3, 4, dtype=dtype, seed=1)
+    check_lowering(aten.linalg_solve_triangular.default, A, B, upper=upper, left=left, unitriangular=unit,
+                   **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype,upper,transpose,unit", [
+    (torch.float32, True, False, False), (torch.float64, False, True, False), (torch.complex128, True, True, True),
+    slow(torch.float32, False, True, False), slow(torch.float64, True, True, True),
+    slow(torch.complex128, True, False, False)])
+def test_triangular_solve(dtype, upper, transpose, unit):
+    if dtype.is_complex:
+        A, B = crandn(4, 4) + 3 * torch.eye(4), crandn(2, 4, 3, seed=1)
+    else:
+        A, B = well(4, 4, dtype=dtype), randn(2, 4, 3, dtype=dtype, seed=1)
+    check_lowering(aten.triangular_solve.default, B, A, upper, transpose, unit,
+                   **tol(torch.float32 if dtype == torch.float32 else torch.float64))
+
+
+def test_triangular_device():
+    A, B = well(2, 4, 4), randn(2, 4, 3, seed=1)
+    check_device(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), A, B, atol=1e-4, rtol=1e-4,
+                 must_run=["aten.linalg_solve_triangular.default"])
+    check_device(lambda b, a: torch.triangular_solve(b, a, transpose=True), B, A, atol=1e-4, rtol=1e-4,
+                 must_run=["aten.triangular_solve.default"])
