@@ -355,3 +355,23 @@ def test_conv_batchnorm_training_updates_running_stats():
     with torch.no_grad():
         torch.testing.assert_close(cm(x.to("neuron")).cpu(), mc(x), rtol=1e-5, atol=1e-6)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_linalg_error_checks_raise_pytorchs_message():
+    """AOTAutograd orders `_linalg_check_errors` with effect tokens; its info codes leave the
+    executable and PyTorch's own check raises on the host."""
+    f = torch.compile(lambda a: torch.linalg.cholesky(a), backend="neuron")
+    a = torch.randn(4, 4)
+    a = a @ a.T + 4 * torch.eye(4)
+    torch.testing.assert_close(f(a.to("neuron")).cpu(), torch.linalg.cholesky(a), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ndb.NEFFExecutionError, match=r"leading minor of order 1 is not positive-definite"):
+        f(-torch.eye(4, device="neuron"))
+
+
+def test_data_dependent_op_breaks_the_graph_and_runs_eagerly():
+    """linalg.lstsq has a data-dependent output for Dynamo: the graph breaks and the op runs as an
+    eager neuron op inside the compiled region (Dynamo must not trace the backend's own code)."""
+    a, b = torch.randn(6, 4), torch.randn(6, 2)
+    f = torch.compile(lambda a, b: torch.linalg.lstsq(a, b).solution * 2, backend="neuron")
+    torch.testing.assert_close(f(a.to("neuron"), b.to("neuron")).cpu(), torch.linalg.lstsq(a, b).solution * 2,
+                               rtol=1e-4, atol=1e-4)

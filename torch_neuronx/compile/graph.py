@@ -33,6 +33,9 @@ aten = torch.ops.aten
 
 CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
 
+_TENSOR_INPUT = object()  # marks a placeholder fed by a tensor (others get their Python value)
+_TOKEN = object()  # an effect token (AOTAutograd orders side-effecting ops with them)
+
 # Operations on Python ints (sizes) that a static graph may still carry
 _PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
            operator.truediv, operator.pow, operator.eq, operator.ne, operator.lt, operator.le,
@@ -126,8 +129,8 @@ class GraphProgram:
                 inputs.append(t)
                 arrays.append(_flat_values(t))
                 sig.append((t.dtype, tuple(t.shape)))
-                statics.append(None)
-            else:
+                statics.append(_TENSOR_INPUT)
+            else:  # an int, or None for an effect token
                 inputs.append(a)
                 statics.append(a)
                 sig.append(("static", a))
@@ -234,11 +237,20 @@ class _Executable:
         self.outputs = tracer.outputs  # per graph output: ("tensor", fake) | ("input", i) | ("const", v)
         self.mutations = tracer.mutations  # input indices written, in output order
         self.checks = tracer.checks  # (node, error, message)
+        self.post_checks = tracer.post_checks
 
     def finish(self, program, args, inputs, outs, device):
         n_out = sum(1 for kind, _ in self.outputs if kind == "tensor")
         fresh = outs[:n_out]
         updates = outs[n_out:n_out + len(self.mutations)]
+        infos = outs[n_out + len(self.mutations):n_out + len(self.mutations) + len(self.post_checks)]
+        for (node, _info, api_name, is_matrix), info in zip(self.post_checks, infos):
+            host = np.asarray(info)
+            if host.any():
+                try:
+                    aten._linalg_check_errors(torch.from_numpy(host.astype(np.int32)), api_name, is_matrix=is_matrix)
+                except RuntimeError as e:
+                    raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node.name}'): {e}") from e
         if self.checks:
             failed = np.asarray(outs[-1])
             for bad, (node, error, message) in zip(failed, self.checks):
@@ -283,6 +295,7 @@ class _Tracer:
         self.outputs = []
         self.mutations = []
         self.checks = []
+        self.post_checks = []  # (node, info array, api name, is_matrix): linalg error codes
         self.fallbacks = []
 
     def run(self, *flat):
@@ -297,10 +310,10 @@ class _Tracer:
         arrays = iter(flat)
         index_of = {}
         for i, (ph, s) in enumerate(zip(program.placeholders, self.statics)):
-            if s is None:  # a tensor: its values arrive flat (reshaping here is free)
+            if s is _TENSOR_INPUT:  # its values arrive flat (reshaping here is free)
                 env[ph] = next(arrays).reshape(tuple(ph.meta["val"].shape))
             else:
-                env[ph] = s
+                env[ph] = _TOKEN if s is None else s
             index_of[ph] = i
         for node in program.constants:  # tensors the graph holds (torch.tensor(...) in the model's code)
             value = getattr(program.gm, node.target)
@@ -328,7 +341,9 @@ class _Tracer:
         self.current = None
         results = []
         for out in _vals(self.program.output.args[0]):
-            if isinstance(out, torch.fx.Node):
+            if isinstance(out, torch.fx.Node) and env[out] is _TOKEN:
+                self.outputs.append(("const", None))
+            elif isinstance(out, torch.fx.Node):
                 if out.op == "placeholder" and index_of[out] not in mutated:
                     self.outputs.append(("input", index_of[out]))
                     continue
@@ -342,6 +357,8 @@ class _Tracer:
         self.mutations = sorted(mutated)
         for i in self.mutations:
             results.append(mutated[i].reshape(-1))
+        for _node, info, _api, _is_matrix in self.post_checks:
+            results.append(info)
         if check_values:
             results.append(jnp.stack(check_values))
         return tuple(results)
@@ -352,6 +369,8 @@ class _Tracer:
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
         if target is operator.getitem:
             return args[0][args[1]]
+        if target is torch.ops.higher_order.with_effects:
+            return self._with_effects(node, args[1], args[2:], kwargs)
         if target in _PY_OPS:
             return target(*args)
         if not isinstance(target, torch._ops.OpOverload):
@@ -361,9 +380,13 @@ class _Tracer:
             )
         if target in _NO_OPS:
             return None
+        return self._call(node, target, args, kwargs, key, node.meta.get("val"))
+
+    def _call(self, node, target, args, kwargs, key, val):
+        """`target` on jax values: its lowering, or the host when it has none; `val` is the fake result."""
         lowering = LOWERINGS.get(target)
         if lowering is None:
-            return self._host_call(node, args, kwargs)
+            return self._host_call(node, target, args, kwargs, val)
         call_args = normalize(target, args, kwargs)
         for i, (a, v) in enumerate(zip(target._schema.arguments, call_args)):
             kind = _schema_kind(a, lowering)
@@ -374,11 +397,22 @@ class _Tracer:
         if lowering.rng:
             call_args.append(key)
         results = lowering.fn(*call_args)
-        return _cast_like(results, node.meta.get("val"))
+        return _cast_like(results, val)
 
-    def _host_call(self, node, args, kwargs):
+    def _with_effects(self, node, op, args, kwargs):
+        """A side-effecting op, ordered by a token: (new token, *its results)."""
+        if op is aten._linalg_check_errors.default:
+            info, api_name = args[0], args[1]
+            is_matrix = kwargs.get("is_matrix", args[2] if len(args) > 2 else True)
+            # the info codes leave the executable; PyTorch's own check raises its message on the host
+            self.post_checks.append((node, info, api_name, is_matrix))
+            return (_TOKEN,)
+        val = _vals(node.meta.get("val"))[1:]
+        out = self._call(node, op, list(args), dict(kwargs), None, tuple(val) if len(val) != 1 else val[0])
+        return (_TOKEN, *(out if isinstance(out, (tuple, list)) else (out,)))
+
+    def _host_call(self, node, op, args, kwargs, val):
         """An op with no lowering: run it on the host's CPU from inside the executable."""
-        op = node.target
         name = str(op)
         mode = os.environ.get(kernels.FALLBACK_ENV, "warn").lower()
         if mode == "error":
@@ -396,7 +430,7 @@ class _Tracer:
         self.fallbacks.append(name)
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda x: x is None)
         arr_pos = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
-        vals = _vals(node.meta["val"])
+        vals = _vals(val)
         specs = [jax.ShapeDtypeStruct(tuple(v.shape), to_numpy_dtype(v.dtype)) for v in vals]
 
         def on_host(*host_arrays):
@@ -410,7 +444,7 @@ class _Tracer:
             return tuple(transfer.torch_to_numpy(o.contiguous()) for o in _vals(out))
 
         outs = jax.pure_callback(on_host, tuple(specs), *[leaves[i] for i in arr_pos])
-        return outs if isinstance(node.meta["val"], (tuple, list)) else outs[0]
+        return outs if isinstance(val, (tuple, list)) else outs[0]
 
 
 def _cast_like(results, val):
