@@ -1,6 +1,7 @@
 """Factory ops (arange, linspace, eye, full, zeros, ones, scalar_tensor, the *_like / new_* variants)
-and the fills (fill_, zero_). `empty`/`empty_strided` are the C++ allocator's (csrc/kernels.cpp):
-they allocate lazily, without a launch, so empty/empty_like/new_empty are not lowered here.
+and the fills (fill_, zero_). In eager mode `empty`/`empty_strided` are the C++ allocator's
+(csrc/kernels.cpp): they allocate lazily, without a launch. Their lowerings here serve compiled
+graphs, where an empty tensor is a value like any other (zeros: its contents are unspecified).
 
 A factory lowering gets dtype/layout/device/pin_memory as Python values; only dtype matters here
 (the executor places the result). `dtype=None` means PyTorch's default: torch.get_default_dtype()
@@ -113,6 +114,24 @@ def arange_start(start, end, dtype, layout, device, pin_memory):
 @lower(aten.arange.start_step, static=("start", "end", "step"))
 def arange_start_step(start, end, step, dtype, layout, device, pin_memory):
     return _arange(start, end, step, dtype)
+
+
+# empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+@lower(aten.empty.memory_format)
+def empty(size, dtype, layout, device, pin_memory, memory_format):
+    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
+
+
+# empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.empty_permuted.default)
+def empty_permuted(size, physical_layout, dtype, layout, device, pin_memory):
+    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
+
+
+# empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+@lower(aten.empty_strided.default)
+def empty_strided(size, stride, dtype, layout, device, pin_memory):
+    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
 
 
 # eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
