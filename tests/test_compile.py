@@ -375,3 +375,14 @@ def test_data_dependent_op_breaks_the_graph_and_runs_eagerly():
     f = torch.compile(lambda a, b: torch.linalg.lstsq(a, b).solution * 2, backend="neuron")
     torch.testing.assert_close(f(a.to("neuron"), b.to("neuron")).cpu(), torch.linalg.lstsq(a, b).solution * 2,
                                rtol=1e-4, atol=1e-4)
+
+
+def test_device_module_calls_break_the_graph_cleanly():
+    def f(x):
+        y = x * 2
+        torch.neuron.synchronize()
+        return y + torch.neuron.current_device()
+
+    x = torch.randn(3)
+    torch.testing.assert_close(torch.compile(f, backend="neuron")(x.to("neuron")).cpu(), x * 2)
+    assert compiled() == 2

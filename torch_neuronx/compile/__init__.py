@@ -2,11 +2,9 @@
 entry point, so `torch.compile(m, backend="neuron")` finds it without importing this first)."""
 import torch._dynamo.trace_rules
 
-# Dynamo must never trace the backend's own Python, nor jax's: eager kernels run inside compiled
-# regions when a graph breaks, and Dynamo would otherwise try to convert their frames (breaking jax's
-# tracing). They are treated like torch's own files.
-for _module in ("torch_neuronx", "jax", "jaxlib"):
-    torch._dynamo.trace_rules.add(_module)
+from .. import _dynamo_rules
+
+_dynamo_rules.install()  # (applied already if torch._dynamo was imported after the autoload)
 
 from .backend import get_model_name, neuron_backend, set_model_name
 from .graph import clear_cache

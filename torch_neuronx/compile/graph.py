@@ -9,6 +9,7 @@ An op with no lowering runs on the host through a jax callback, counted as a fal
 """
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import time
@@ -386,6 +387,11 @@ class _Tracer:
         """`target` on jax values: its lowering, or the host when it has none; `val` is the fake result."""
         lowering = LOWERINGS.get(target)
         if lowering is None:
+            twin = _aten_twin(target)
+            if twin is not None:
+                return self._call(node, twin, args, kwargs, key, val)
+            if target is torch.ops.prims.convert_element_type.default:
+                return _cast_one(args[0], val)
             return self._host_call(node, target, args, kwargs, val)
         call_args = normalize(target, args, kwargs)
         for i, (a, v) in enumerate(zip(target._schema.arguments, call_args)):
@@ -445,6 +451,23 @@ class _Tracer:
 
         outs = jax.pure_callback(on_host, tuple(specs), *[leaves[i] for i in arr_pos])
         return outs if isinstance(val, (tuple, list)) else outs[0]
+
+
+@functools.cache
+def _aten_twin(op):
+    """The lowered ATen op a `prims` op equals (same name, same positional arguments): PyTorch's
+    decompositions leave a few prims (where, ...) in graphs."""
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "prims":
+        return None
+    packet = getattr(aten, op.__name__.split(".")[0], None)
+    for overload in ("default", "self", "Tensor"):
+        twin = getattr(packet, overload, None) if packet is not None else None
+        if twin in LOWERINGS:
+            mine = [str(a.type) for a in op._schema.arguments]
+            theirs = [str(a.type) for a in twin._schema.arguments if not a.kwarg_only][: len(mine)]
+            if mine == theirs:
+                return twin
+    return None
 
 
 def _cast_like(results, val):
