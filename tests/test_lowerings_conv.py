@@ -1,4 +1,5 @@
-"""Lowerings of convolutions, pooling, batch norm and im2col/col2im (torch_neuronx/ops/conv.py):
+"""Lowerings of convolutions, pooling (max, average, adaptive, fractional), batch norm and
+im2col/col2im (torch_neuronx/ops/conv.py):
 each compared with PyTorch's CPU kernel on its own (tests/lowering_harness.py), and the user-level
 calls that reach it run on the neuron device vs the CPU (tests/device_harness.py)."""
 import os
@@ -183,6 +184,61 @@ def test_max_pool3d_with_indices_backward():
     cfg = ([2, 3, 2], [2, 2, 1], [1, 1, 0], [1, 1, 1], True)
     v, i = aten.max_pool3d_with_indices.default(x, *cfg)
     check_lowering(aten.max_pool3d_with_indices_backward.default, torch.randn_like(v), x, *cfg, i)
+
+
+# fractional max pooling: the CPU's window starts from the given random samples, exactly (16-bit
+# types too: c10 rounds after every operation), first maximum / last NaN, flat plane indices
+
+FRACTIONAL_2D = [((2, 3, 9, 9), [3, 3], [4, 4]), ((1, 3, 9, 9), [2, 3], [2, 5]), ((3, 9, 10), [3, 2], [5, 7]),
+                 ((2, 3, 7, 11), [1, 1], [7, 11]), ((1, 2, 300, 260), [3, 3], [100, 77])]
+FRACTIONAL_3D = [((2, 3, 5, 5, 5), [2, 2, 2], [2, 3, 2]), ((3, 6, 5, 5), [2, 2, 2], [3, 3, 3]),
+                 ((1, 2, 40, 30, 50), [3, 2, 4], [13, 20, 11])]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_fractional_max_pool(dtype):
+    for cases, op, nsp in ((FRACTIONAL_2D, aten.fractional_max_pool2d.default, 2),
+                           (FRACTIONAL_3D, aten.fractional_max_pool3d.default, 3)):
+        for shape, k, o in cases if dtype == torch.float32 else cases[:2]:
+            x = randn(*shape, dtype=dtype)
+            x.view(-1)[::7] = -INF
+            x.view(-1)[5] = NAN
+            x.view(-1)[6] = NAN
+            batch = shape[0] if len(shape) == nsp + 2 else 1
+            samples = torch.rand(batch, shape[-nsp - 1], nsp).to(dtype)
+            check_lowering(op, x, k, o, samples, atol=0, rtol=0)
+    empty = randn(0, 1, 4, 5, 4, dtype=dtype)
+    check_lowering(aten.fractional_max_pool3d.default, empty, [2, 2, 2], [2, 3, 2], torch.rand(0, 1, 3).to(dtype))
+
+
+def test_fractional_max_pool_backward():
+    x = randn(2, 3, 9, 9)
+    v, i = aten.fractional_max_pool2d(x, [3, 3], [4, 4], torch.rand(2, 3, 2))
+    check_lowering(aten.fractional_max_pool2d_backward.default, torch.randn_like(v), x, [3, 3], [4, 4], i)
+    x = randn(2, 3, 5, 6, 7)
+    v, i = aten.fractional_max_pool3d(x, [2, 2, 2], [3, 3, 3], torch.rand(2, 3, 3))
+    check_lowering(aten.fractional_max_pool3d_backward.default, torch.randn_like(v), x, [2, 2, 2], [3, 3, 3], i)
+
+
+def test_device_fractional_max_pool():
+    def grads(pool):
+        def fn(x, s):
+            out, idx = pool(x, s)
+            return out, idx, torch.autograd.grad(out.sin().sum(), x)[0]
+        return fn
+
+    x, s = randn(2, 3, 9, 9).requires_grad_(), torch.rand(2, 3, 2)
+    check_device(grads(lambda x, s: F.fractional_max_pool2d(x, 3, output_size=4, return_indices=True,
+                                                            _random_samples=s)), x, s,
+                 must_run=["aten.fractional_max_pool2d.default", "aten.fractional_max_pool2d_backward.default"])
+    x, s = randn(2, 3, 5, 6, 7).requires_grad_(), torch.rand(2, 3, 3)
+    check_device(grads(lambda x, s: F.fractional_max_pool3d(x, 2, output_ratio=0.5, return_indices=True,
+                                                            _random_samples=s)), x, s,
+                 must_run=["aten.fractional_max_pool3d.default", "aten.fractional_max_pool3d_backward.default"])
+    # without _random_samples the samples come from the device generator: same shapes, values in the input
+    d = torch.randn(1, 2, 9, 9, device="neuron")
+    out, idx = F.fractional_max_pool2d(d, 2, output_size=5, return_indices=True)
+    assert out.shape == (1, 2, 5, 5) and torch.equal(out.cpu(), d.cpu().flatten(2).gather(2, idx.cpu().flatten(2)).view_as(out))
 
 
 AVGPOOLS = [  # kernel, stride, padding, ceil_mode, count_include_pad, divisor_override

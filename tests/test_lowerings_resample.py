@@ -1,4 +1,4 @@
-"""Lowerings of upsampling/interpolation, reflection/replication padding and grid_sampler_2d
+"""Lowerings of upsampling/interpolation, reflection/replication padding and grid_sampler_2d/3d
 (torch_neuronx/ops/resample.py): each compared with PyTorch's CPU kernel on its own
 (tests/lowering_harness.py), and F.interpolate / F.pad / F.grid_sample with their backward run on
 the neuron device vs the CPU (tests/device_harness.py)."""
@@ -305,6 +305,60 @@ def test_grid_sampler_2d_backward(mode, none_ok):
     want = aten.grid_sampler_2d_backward(gy, x, grid, MODES[mode], 0, False, [False, True])
     assert got[0] is None and want[0] is None
     torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# grid_sampler_3d (bilinear = trilinear, nearest; the scalar CPU kernel's arithmetic)
+
+
+def _grid3d(n, d, h, w, spread=1.3, dtype=torch.float32):
+    g = torch.rand(n, d, h, w, 3) * 2 * spread - spread
+    g[0, 0, 0, 0] = torch.tensor([-1.0, 1.0, 1.0])  # corners and centre, exactly
+    g[0, 0, 0, 1] = 0.0
+    g[0, 0, 1, :] = torch.tensor([4.7, -3.2, 2.9])  # several reflections away
+    g[0, 0, 0, 2] = torch.tensor([NAN, 0.3, 0.2])  # NaN: zeros padding reads nothing, clipping gives size - 1
+    g[0, 0, 0, 3] = torch.tensor([1e20, -1e20, 0.2])  # far out of range
+    return g.to(dtype)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sampler_3d(mode):
+    x = randn(2, 3, 4, 5, 6)
+    grid = _grid3d(2, 3, 4, 5)
+    for padding in PADDING_MODES.values():
+        for align_corners in (False, True):
+            # (weights and sums agree to an ulp: the CPU build may contract a * b + c into an fma)
+            check_lowering(aten.grid_sampler_3d.default, x, grid, MODES[mode], padding, align_corners, **F32)
+    check_lowering(aten.grid_sampler_3d.default, x.double(), grid.double(), MODES[mode], 2, False)
+    # bfloat16: float32 math, rounded once (PyTorch's CPU kernel rounds every step)
+    xb, gb = randn(1, 2, 3, 4, 5, dtype=torch.bfloat16), _grid3d(1, 2, 3, 4, dtype=torch.bfloat16)
+    check_vs_float32(aten.grid_sampler_3d.default, xb, gb, MODES[mode], 1, False)
+    with pytest.raises(RuntimeError, match="bicubic"):
+        run_lowering(aten.grid_sampler_3d.default, x, grid, 2, 0, False)
+
+
+def test_grid_sampler_3d_backward(none_ok):
+    x = randn(2, 3, 4, 5, 6)
+    grid = torch.rand(2, 3, 4, 5, 3) * 2.6 - 1.3  # no exactly integer coordinates (where the vjp and the
+    gy = randn(2, 3, 3, 4, 5)  # CPU's formulas pick different one-sided derivatives)
+    for mode, padding, align_corners in [(0, 0, False), (0, 1, True), (0, 2, False), (0, 2, True), (1, 0, False),
+                                         (1, 2, True)]:
+        want = aten.grid_sampler_3d_backward(gy, x, grid, mode, padding, align_corners, [True, True])
+        got = none_ok(aten.grid_sampler_3d_backward.default, gy, x, grid, mode, padding, align_corners, [True, True])
+        torch.testing.assert_close(got[0], want[0], **F32)
+        torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+    got = none_ok(aten.grid_sampler_3d_backward.default, gy, x, grid, 0, 0, False, [False, True])
+    assert got[0] is None
+
+
+def test_device_grid_sample_3d():
+    x = randn(1, 2, 3, 4, 5).requires_grad_()
+    grid = (torch.rand(1, 2, 3, 2, 3) * 2.2 - 1.1).requires_grad_()
+    for mode in ("bilinear", "nearest"):
+        for padding_mode in PADDING_MODES:
+            _check_grads(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=False),
+                         x, grid, atol=1e-4, rtol=1e-4,
+                         must_run=["aten.grid_sampler_3d.default", "aten.grid_sampler_3d_backward.default"])
 
 
 def test_empty_inputs(none_ok):

@@ -10,6 +10,10 @@
   into the input's spatial dims), fused by XLA into one elementwise loop. Its backward scatters
   the gradient at the given indices (-1 and out-of-range ones are dropped, as the CPU kernel skips
   -1 and does not check others).
+- Fractional max pooling computes each plane's window starts from its random sample exactly as the
+  CPU's `generate_intervals` (in the input's float type, 16-bit types rounding after every
+  operation as c10's BFloat16/Half arithmetic does), gathers the windows and picks by the same rule
+  (first maximum, last NaN); its indices are flat within each plane. Its backward is max pooling's.
 - Average pooling is a `reduce_window` sum divided by PyTorch's divisor (count_include_pad counts
   padding but not the ceil_mode overhang; windows with no input element give 0; integer inputs
   divide truncating). Adaptive average pooling sums each window with 0/1 matrices (separable) and
@@ -28,7 +32,7 @@ import numpy as np
 
 from .._jax import jax, jnp, lax
 from ._dtypes import is_low_precision, opmath
-from ._registry import aten, lower
+from ._registry import aten, lower, require
 
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
@@ -313,6 +317,80 @@ def _max_pool_backward(grad_output, self, indices, nsp):
     return out.reshape(self.shape).astype(self.dtype)
 
 
+def _fractional_intervals(sample, in_size: int, out_size: int, pool: int, dtype):
+    """generate_intervals of FractionalMaxPooling.h for samples (...): window starts (..., out_size),
+    computed in the sample's type (16-bit floats rounded after each operation, as c10 does)."""
+    dt = np.dtype(dtype)
+    if is_low_precision(dt):
+        cd = _F32
+
+        def rnd(v):
+            return v.astype(dt).astype(cd)
+    else:
+        cd = dt
+
+        def rnd(v):
+            return v
+    s = sample.astype(cd)
+    last = jnp.full(sample.shape + (1,), in_size - pool, _I64)
+    if out_size <= 1:
+        return last
+    alpha = rnd(rnd(jnp.asarray(in_size - pool, cd)) / rnd(jnp.asarray(out_size - 1, cd)))
+    i = rnd(jnp.arange(out_size - 1).astype(cd))
+    first = rnd(rnd(i + s[..., None]) * alpha).astype(_I64)
+    base = rnd(s * alpha).astype(_I64)
+    return jnp.concatenate([first - base[..., None], last], axis=-1)
+
+
+def _fractional_max_pool(x, kernel_size, output_size, random_samples, nsp):
+    """-> (values, int64 indices flat within each plane)."""
+    if not _is_float(x.dtype):
+        raise NotImplementedError(f"fractional_max_pool{nsp}d: not implemented for {np.dtype(x.dtype)}")
+    unbatched = x.ndim == nsp + 1
+    xb = x[None] if unbatched else x
+    nb, c = xb.shape[:2]
+    n = tuple(xb.shape[2:])
+    k = _expand(kernel_size, nsp)
+    o = _expand(output_size, nsp)
+    # the sample components: 2-d (W, H), 3-d (T, H, W)
+    comp = (1, 0) if nsp == 2 else (0, 1, 2)
+    if xb.size == 0:
+        shape = x.shape[:x.ndim - nsp] + o
+        return jnp.zeros(shape, x.dtype), jnp.zeros(shape, _I64)
+    smp = random_samples.reshape(nb, c, nsp)
+    pos = []  # per spatial dim: (N, C, o_i, k_i) input positions of each window
+    for i in range(nsp):
+        st = _fractional_intervals(smp[..., comp[i]], n[i], o[i], k[i], x.dtype)
+        require(jnp.all((st >= 0) & (st <= n[i] - k[i])), RuntimeError,
+                f"fractional_max_pool{nsp}d(): a pooling window is outside the input (random_samples not in [0, 1))")
+        pos.append(st[..., None] + jnp.arange(k[i], dtype=_I64))
+    # flat plane index of every (output position, kernel offset), laid out (N, C, *o, *k)
+    lin = None
+    for i in range(nsp):
+        stride = math.prod(n[i + 1:])
+        p = pos[i]  # (N, C, o_i, k_i)
+        shape = [nb, c] + [1] * nsp + [1] * nsp
+        shape[2 + i] = o[i]
+        shape[2 + nsp + i] = k[i]
+        term = p.reshape(shape) * stride
+        lin = term if lin is None else lin + term
+    lin = jnp.broadcast_to(lin, (nb, c) + o + k).reshape(nb, c, math.prod(o), math.prod(k))
+    flat = xb.reshape(nb, c, -1, 1)
+    vals = jnp.take_along_axis(flat, lin.reshape(nb, c, -1, 1), axis=2,
+                               mode="promise_in_bounds").reshape(lin.shape)
+    # the CPU's rule, walking the window in scan order: `val > max or isnan(val)` from -inf
+    nan = jnp.isnan(vals)
+    kk = vals.shape[-1]
+    last_nan = kk - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
+    first_max = jnp.argmax(jnp.where(nan, -jnp.inf, vals), axis=-1)
+    pick = jnp.where(jnp.any(nan, axis=-1), last_nan, first_max)[..., None]
+    out = jnp.take_along_axis(vals, pick, axis=-1)[..., 0].reshape((nb, c) + o)
+    idx = jnp.take_along_axis(lin, pick, axis=-1)[..., 0].reshape((nb, c) + o)
+    if unbatched:
+        out, idx = out[0], idx[0]
+    return out, idx
+
+
 def _avg_divisor(n, k, s, p, o, count_include_pad, divisor_override):
     """-> (divisor over the output positions, mask of windows holding an input element)."""
     pool, valid = [], []
@@ -574,6 +652,30 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if output_mask[2]:
         gb = jnp.sum(opmath(g), axis=(0,) + tuple(range(2, g.ndim)))
     return gx, gw, gb
+
+
+# fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)
+@lower(aten.fractional_max_pool2d.default)
+def fractional_max_pool2d(self, kernel_size, output_size, random_samples):
+    return _fractional_max_pool(self, kernel_size, output_size, random_samples, 2)
+
+
+# fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor
+@lower(aten.fractional_max_pool2d_backward.default)
+def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
+    return _max_pool_backward(grad_output, self, indices, 2)
+
+
+# fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)
+@lower(aten.fractional_max_pool3d.default)
+def fractional_max_pool3d(self, kernel_size, output_size, random_samples):
+    return _fractional_max_pool(self, kernel_size, output_size, random_samples, 3)
+
+
+# fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor
+@lower(aten.fractional_max_pool3d_backward.default)
+def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    return _max_pool_backward(grad_output, self, indices, 3)
 
 
 # im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor

@@ -1,4 +1,5 @@
-"""Gathers and scatters: embedding, index.Tensor, index_put, gather, scatter*, index_add.
+"""Gathers and scatters: embedding, index.Tensor, index_put, gather, scatter*, index_add, index_reduce,
+put.
 
 Index range checks are the executor's job: these lowerings assume in-range indices and use
 XLA's native modes (gathers PROMISE_IN_BOUNDS, scatters drop out-of-range updates). Negative
@@ -9,6 +10,10 @@ Boolean (or legacy uint8) mask indices give data-dependent shapes: `index.Tensor
 (the caller must turn the mask into `nonzero()` indices first); `index_put` supports one mask,
 since its result shape is static: values broadcast over the masked part become a `where`, values
 with one row per True element are scattered to the first `len(values)` True positions.
+
+Accumulating into a bool tensor (index_add, index_put/put with accumulate, scatter_reduce sum) is
+a logical or and a bool product a logical and, as on the CPU: scatter-max and scatter-min.
+`put` without accumulate lets the last of duplicate indices win, as the CPU's serial loop does.
 """
 from __future__ import annotations
 
@@ -121,6 +126,8 @@ def _bool_index_put(self, pos, mask, values, accumulate):
         v = v.reshape(v.shape[:pos] + (1,) * m + v.shape[pos + 1:])
         mk = mask.reshape((1,) * pos + tuple(mask.shape) + (1,) * len(post))
         if accumulate:
+            if self.dtype == np.bool_:
+                return self | (mk & v.astype(np.bool_))
             acc = _acc(self.dtype)
             return (self.astype(acc) + jnp.where(mk, v.astype(self.dtype).astype(acc), 0)).astype(self.dtype)
         return jnp.where(mk, v.astype(self.dtype), self)
@@ -128,6 +135,8 @@ def _bool_index_put(self, pos, mask, values, accumulate):
     coords = jnp.nonzero(mask, size=v.shape[pos])
     key = (slice(None),) * pos + tuple(coords)
     if accumulate:
+        if self.dtype == np.bool_:
+            return self.at[key].max(v.astype(np.bool_), mode="drop")
         acc = _acc(self.dtype)
         return self.astype(acc).at[key].add(v.astype(self.dtype).astype(acc), mode="drop").astype(self.dtype)
     return self.at[key].set(v.astype(self.dtype), mode="drop")
@@ -208,6 +217,15 @@ def index_tensor(self, indices):
 # index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor
 @lower(aten.index_add.default)
 def index_add(self, dim, index, source, alpha):
+    if self.dtype == np.bool_:  # self | (source & alpha), as the CPU's bool add
+        src = source.astype(np.bool_) & jnp.asarray(alpha).astype(np.bool_)
+        if self.ndim == 0:
+            return self | jnp.any(src)
+        dim = dim % self.ndim
+        require_in_range(index, self.shape[dim], IndexError, "index_add: index out of range in self", False)
+        key = (slice(None),) * dim + (index.reshape(-1),)
+        return self.at[key].max(src.reshape(1) if source.ndim == 0 else src, mode="drop",
+                                wrap_negative_indices=False)
     acc = _acc(self.dtype)
     if self.ndim == 0:
         return (self.astype(acc) + alpha * source.reshape(()).astype(acc)).astype(self.dtype)
@@ -234,15 +252,64 @@ def index_put(self, indices, values, accumulate):
     if all(i is None for i in indices):
         v = jnp.broadcast_to(values.astype(self.dtype), self.shape)
         if accumulate:
+            if self.dtype == np.bool_:
+                return self | v
             acc = _acc(self.dtype)
             return (self.astype(acc) + v.astype(acc)).astype(self.dtype)
         return v
     _check_advanced(self, indices)
     key = _advanced_key(indices)
     if accumulate:
+        if self.dtype == np.bool_:
+            return self.at[key].max(values.astype(np.bool_), mode="drop")
         acc = _acc(self.dtype)
         return self.astype(acc).at[key].add(values.astype(self.dtype).astype(acc), mode="drop").astype(self.dtype)
     return self.at[key].set(values.astype(self.dtype), mode="drop")
+
+
+# index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor
+@lower(aten.index_reduce.default)
+def index_reduce(self, dim, index, source, reduce, include_self):
+    # The CPU applies source slice i to self slice index[i] in order (16-bit floats round at each
+    # step there; here they reduce in float32 and round once). Without include_self the indexed
+    # slices start from the reduction's identity; mean divides by the number of contributions
+    # (plus one with include_self; never by 0), flooring for integers; amax/amin propagate NaN.
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    dt = np.dtype(self.dtype)
+    if dt == np.bool_ or dt.kind == "c":
+        raise TypeError(f'"index_reduce_func_exclude_input_init" not implemented for \'{dt.name}\'')
+    x = self.reshape(1) if self.ndim == 0 else self
+    dim = dim % x.ndim
+    n = x.shape[dim]
+    idx = index.reshape(-1)
+    require_in_range(idx, n, IndexError, "index out of range in self", False)
+    if idx.size == 0:
+        return self
+    src = source.reshape(x.shape[:dim] + (idx.size,) + x.shape[dim + 1:])
+    acc = _acc(dt)
+    xa, sa = x.astype(acc), src.astype(acc)
+    key = (slice(None),) * dim + (idx,)
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    is_float = acc.kind == "f"
+    if reduce == "prod":
+        base = xa if include_self else xa.at[key].set(1, **kw)
+        out = base.at[key].multiply(sa, **kw)
+    elif reduce in ("amax", "amin"):
+        if is_float:
+            ident = -np.inf if reduce == "amax" else np.inf
+        else:
+            info = np.iinfo(acc)
+            ident = info.min if reduce == "amax" else info.max
+        base = xa if include_self else xa.at[key].set(ident, **kw)
+        out = base.at[key].max(sa, **kw) if reduce == "amax" else base.at[key].min(sa, **kw)
+    else:
+        base = xa if include_self else xa.at[key].set(0, **kw)
+        total = base.at[key].add(sa, **kw)
+        count = jnp.full((n,), 1 if include_self else 0, np.int64).at[idx].add(1, **kw)
+        count = jnp.maximum(count, 1).reshape((n,) + (1,) * (x.ndim - dim - 1))
+        out = total / count.astype(acc) if is_float else jnp.floor_divide(total, count.astype(acc))
+    return out.astype(dt).reshape(self.shape)
 
 
 # nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor
@@ -252,6 +319,32 @@ def nonzero_static(self, size, fill_value):
         return jnp.zeros((size, 0), np.int64)
     idx = jnp.nonzero(self, size=size, fill_value=fill_value)
     return jnp.stack(idx, axis=-1).astype(np.int64)
+
+
+# put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor
+# (eager's put_ is derived from it)
+@lower(aten.put.default)
+def put(self, index, source, accumulate):
+    # self viewed as 1-d in its logical (row-major) order; negative indices count from the end
+    n = self.size
+    idx = index.reshape(-1).astype(np.int64)
+    src = source.reshape(-1).astype(self.dtype)
+    if idx.size == 0:
+        return self
+    require_in_range(idx, n, IndexError, f"out of range: tried to access an index out of range on a tensor of {n} "
+                     "elements", True)
+    idx = jnp.where(idx < 0, idx + n, idx)
+    flat = self.reshape(-1)
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    if accumulate:
+        if self.dtype == np.bool_:
+            return flat.at[idx].max(src, **kw).reshape(self.shape)
+        acc = _acc(self.dtype)
+        return flat.astype(acc).at[idx].add(src.astype(acc), **kw).astype(self.dtype).reshape(self.shape)
+    # the last of duplicate indices wins, as in the CPU's serial loop
+    last = jnp.full((n,), -1, np.int64).at[idx].max(jnp.arange(idx.size, dtype=np.int64), **kw)
+    picked = src.at[jnp.maximum(last, 0)].get(mode="promise_in_bounds")
+    return jnp.where(last >= 0, picked, flat).reshape(self.shape)
 
 
 # scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
@@ -295,6 +388,14 @@ def scatter_reduce_two(self, dim, index, src, reduce, include_self):
     acc = _acc(x.dtype)
     xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)
     is_float = jnp.issubdtype(acc, np.floating)
+    if acc == np.bool_ and reduce in ("sum", "prod"):
+        # bool sums are ORs and products ANDs, as on the CPU
+        ident = reduce == "prod"
+        base = xa if include_self else xa.at[key].set(ident, **kw)
+        out = base.at[key].max(sa, **kw) if reduce == "sum" else base.at[key].min(sa, **kw)
+        return undo(out)
+    if acc == np.bool_ and reduce == "mean":
+        raise TypeError('"scatter_gather_tensor_cpu_reduce_mean" not implemented for \'Bool\'')
     if reduce == "sum":
         base = xa if include_self else xa.at[key].set(0, **kw)
         out = base.at[key].add(sa, **kw)

@@ -1,6 +1,7 @@
-"""Distances, embedding bags, FFTs, and a few math ops: _cdist_forward, _pdist_forward,
-_embedding_bag (+ _forward_only), _fft_r2c/_fft_c2r/_fft_c2c, logcumsumexp, trace, diag_embed, polar,
-lgamma, digamma, i0.
+"""Distances, embedding bags, FFTs, segment reductions, histograms, CTC loss, tensor hashes, and a
+few math ops: _cdist_forward, _pdist_forward, _embedding_bag (+ _forward_only), _fft_r2c/_fft_c2r/
+_fft_c2c, segment_reduce, histogram (bin_ct, bins_tensor), _histogramdd_bin_edges/_from_bin_cts/
+_from_bin_tensors, _ctc_loss, hash_tensor, logcumsumexp, trace, diag_embed, polar, lgamma, digamma, i0.
 
 - `_cdist_forward` follows the CPU's two algorithms: for p=2 with compute_mode 1, or compute_mode
   0/None and more than 25 rows on either side, the matrix-product form of `_euclidean_dist`
@@ -15,6 +16,22 @@ lgamma, digamma, i0.
   (0 none, 1 by sqrt(n), 2 by n), n being the signal size (c2r: the output's).
 - `i0` is the Cephes Chebyshev expansion ATen uses (same coefficients), `digamma(±0)` is ∓inf as
   ATen's, not jax's NaN.
+- `segment_reduce` (lengths or offsets along the last dim of lengths/offsets) is one scatter of
+  every element to its segment, starting from `initial` (or the reduction's identity); mean divides
+  by the segment's length and gives NaN for an empty segment without `initial`; max/min propagate
+  NaN. Without `unsafe` the lengths are checked as the CPU does (non-negative, summing to the axis).
+- histograms follow ATen's CPU kernel: outer edges from each dimension's min and max (or `range`),
+  widened by 0.5 each side when equal, [0, 1] for empty input, an error when not finite; edges by
+  ATen's linspace in the input dtype; `bin_ct` places elements by linear interpolation corrected by
+  a local search of the neighbouring edges, `bins_tensor` by binary search; the last bin includes
+  its right edge; values outside the edges and NaN are dropped; weights and density as ATen.
+- `_ctc_loss` is the CPU's log-space alpha recursion (one lax.scan over time, vectorized over batch
+  and target positions, logsumexp with the same max shift and summation order). Its `log_alpha`
+  holds -inf where the CPU leaves memory unwritten (time steps past an input's length, positions past
+  2 * target length + 1). Target labels are checked to be in [0, num_labels) (the CPU reads out of
+  bounds instead).
+- `hash_tensor` (mode 0) xor-reduces the elements as uint64: floats through float64's bits,
+  integers and bools sign-extended through int64, as ATen.
 """
 from __future__ import annotations
 
@@ -22,10 +39,11 @@ import math
 
 import numpy as np
 
-from .._jax import jnp, lax
-from ._dtypes import is_low_precision
+from .._jax import jax, jnp, lax
+from ._dtypes import is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require, require_in_range
 from .elementwise import _compute, _float_dtype, cast
+from .factory import _linspace
 
 _I64 = np.dtype(np.int64)
 _F32 = np.dtype(np.float32)
@@ -244,6 +262,302 @@ def _digamma(x):
 
 
 # ---------------------------------------------------------------------------------------------
+# segment_reduce
+
+
+_SEGMENT_REDUCTIONS = ("max", "mean", "min", "sum", "prod")
+
+
+def _segment_reduce(data, reduce, lengths, offsets, axis, unsafe, initial):
+    if reduce not in _SEGMENT_REDUCTIONS:
+        raise RuntimeError(f"unsupported reduction given! {reduce}")
+    dt = np.dtype(data.dtype)
+    if dt.kind != "f" and not is_low_precision(dt):
+        raise TypeError(f'"_segment_reduce_cpu" not implemented for \'{dt.name}\'')
+    axis = _wrap_dim(axis, data.ndim)
+    if offsets is not None:
+        off = offsets.astype(_I64)
+        if axis != off.ndim - 1:
+            raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of offsets but got {axis}.")
+        starts, ends = off[..., :-1], off[..., 1:]
+    else:
+        lens = lengths.astype(_I64)
+        if axis != lens.ndim - 1:
+            raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of lengths but got {axis}.")
+        if not unsafe:
+            require(jnp.all(lens >= 0), RuntimeError, "lengths contains negative value!")
+            require(jnp.all(jnp.sum(lens, axis=-1) == data.shape[axis]), RuntimeError,
+                    "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
+                    "when !unsafe.")
+        ends = jnp.cumsum(lens, axis=-1)
+        starts = ends - lens
+    outer = tuple(data.shape[:axis])
+    n, segs = data.shape[axis], starts.shape[-1]
+    o = math.prod(outer)
+    inner = tuple(data.shape[axis + 1:])
+    out_shape = outer + (segs,) + inner
+    acc = _acc(dt)
+    x = data.reshape(o, n, math.prod(inner)).astype(acc)
+    starts = jnp.broadcast_to(starts, outer + (segs,)).reshape(o, segs)
+    ends = jnp.broadcast_to(ends, outer + (segs,)).reshape(o, segs)
+    pos = jnp.arange(n, dtype=_I64)
+    # segment s holds positions starts[s] <= j < ends[s]: s = #(ends <= j) for non-decreasing ends
+    seg = jax.vmap(lambda e: jnp.searchsorted(e, pos, side="right"))(ends).astype(_I64) if segs else \
+        jnp.zeros((o, n), _I64)
+    seg_c = jnp.minimum(seg, max(segs - 1, 0))
+    inside = (seg < segs) & (pos[None] >= jnp.take_along_axis(starts, seg_c, axis=1)) if segs else seg < 0
+    seg = jnp.where(inside, seg, segs)  # dropped by the scatter
+    row = lax.broadcasted_iota(_I64, (o, n), 0)
+    if initial is not None:
+        ident = cast(initial, dt).astype(acc)
+    else:
+        ident = {"max": -np.inf, "min": np.inf, "prod": 1.0}.get(reduce, 0.0)
+    base = jnp.full((o, segs, x.shape[2]), ident, acc)
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    key = (row, seg)
+    if reduce == "max":
+        out = base.at[key].max(x, **kw)
+    elif reduce == "min":
+        out = base.at[key].min(x, **kw)
+    elif reduce == "prod":
+        out = base.at[key].multiply(x, **kw)
+    else:
+        out = base.at[key].add(x, **kw)
+    if reduce == "mean":
+        length = (ends - starts)[..., None]
+        if initial is None:
+            out = jnp.where(length == 0, np.nan, out / jnp.maximum(length, 1).astype(acc))
+        else:
+            out = jnp.where(length > 0, out / jnp.maximum(length, 1).astype(acc), out)
+    return out.astype(dt).reshape(out_shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# histograms (aten/src/ATen/native/Histogram.cpp, cpu/HistogramKernel.cpp)
+
+
+def _hist_check_float(x, op):
+    dt = np.dtype(x.dtype)
+    if dt not in (np.dtype(np.float32), _F64):
+        raise TypeError(f'"{op}" not implemented for \'{dt.name}\'')
+
+
+def _hist_outer_edges(x2, range_):
+    """(left, right) per dimension as float64 values: `range`, else each column's min and max, else
+    [0, 1]; checked finite and ordered; widened by 0.5 each side when equal."""
+    m, d = x2.shape
+    if range_ is not None:
+        if len(range_) != 2 * d:
+            raise RuntimeError(f"histogramdd: for a {d}-dimensional histogram range should have {2 * d} elements, "
+                               f"but got {len(range_)}")
+        left = jnp.asarray([float(v) for v in range_[0::2]], _F64)
+        right = jnp.asarray([float(v) for v in range_[1::2]], _F64)
+        for k in range(d):
+            lo, hi = float(range_[2 * k]), float(range_[2 * k + 1])
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise RuntimeError(f"torch.histogramdd: dimension {k}'s range [{lo}, {hi}] is not finite")
+            if lo > hi:
+                raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo} max {hi} "
+                                   f"for dimension {k}")
+    elif m > 0:
+        xf = x2.astype(_F64)
+        left, right = jnp.min(xf, axis=0), jnp.max(xf, axis=0)
+        require(jnp.all(jnp.isfinite(left) & jnp.isfinite(right)), RuntimeError,
+                "torch.histogramdd: a dimension's range is not finite")
+    else:
+        left, right = jnp.zeros((d,), _F64), jnp.ones((d,), _F64)
+    same = left == right
+    return jnp.where(same, left - 0.5, left), jnp.where(same, right + 0.5, right)
+
+
+def _hist_edges(x2, bins, range_):
+    """Each dimension's bin edges: ATen's linspace (in the input dtype) between the outer edges."""
+    left, right = _hist_outer_edges(x2, range_)
+    dtype = to_torch_dtype(x2.dtype)
+    return [_linspace(left[k], right[k], int(bins[k]) + 1, dtype) for k in range(x2.shape[1])]
+
+
+def _hist_positions(col, edges, linear: bool):
+    """Each element's bin along one dimension (ATen's rules) and whether it is counted."""
+    e = edges.astype(col.dtype)
+    ne = e.shape[0]
+    left, right = e[0], e[ne - 1]
+    ok = (col >= left) & (col <= right)  # False for NaN
+    if linear:
+        c = jnp.where(ok, col, left)
+        pos = cast((c - left) * np.asarray(ne - 1, col.dtype) / (right - left), _I64)
+        lo = jnp.maximum(pos - 1, 0)
+        hi = jnp.minimum(pos + 2, ne)
+        # std::upper_bound over edges[lo:hi]: lo + the number of those edges <= the element
+        cnt = jnp.zeros_like(pos)
+        for k in range(3):
+            j = lo + k
+            le = e.at[jnp.minimum(j, ne - 1)].get(mode="promise_in_bounds") <= c
+            cnt = cnt + ((j < hi) & le).astype(_I64)
+        pos = lo + cnt - 1
+    else:
+        pos = jnp.searchsorted(e, col, side="right").astype(_I64) - 1
+    pos = jnp.where(pos == ne - 1, pos - 1, pos)  # the last bin includes its right edge
+    return pos, ok
+
+
+def _histogramdd(x2, edges, weight, density, linear):
+    """The histogram of rows x2 (M, D) over per-dimension edges; its shape is one bin fewer than
+    the edges in each dimension."""
+    m, d = x2.shape
+    dt = np.dtype(x2.dtype)
+    shape = tuple(int(e.shape[0]) - 1 for e in edges)
+    flat = jnp.zeros((m,), _I64)
+    ok = jnp.ones((m,), bool)
+    for k in range(d):
+        pos, okk = _hist_positions(x2[:, k], edges[k], linear)
+        flat = flat * shape[k] + pos
+        ok = ok & okk
+    size = math.prod(shape)
+    w = jnp.ones((m,), dt) if weight is None else weight.reshape(m).astype(dt)
+    hist = jnp.zeros((size,), dt).at[jnp.where(ok, flat, size)].add(w, mode="drop", wrap_negative_indices=False)
+    hist = hist.reshape(shape)
+    if density:
+        hist = hist / jnp.sum(hist)
+        for k in range(d):
+            lengths = jnp.diff(edges[k].astype(dt))
+            hist = hist / lengths.reshape((1,) * k + (shape[k],) + (1,) * (d - k - 1))
+    return hist
+
+
+def _exact_f64(x):
+    """x as float64, subnormal inputs included: XLA's CPU conversion flushes them to zero (denormals
+    are zero), so they are rebuilt from their bits (mantissa * smallest subnormal, exact in float64)."""
+    dt = np.dtype(x.dtype)
+    if dt == _F64:
+        return x
+    nbits = dt.itemsize * 8
+    ut = {2: np.uint16, 4: np.uint32}[dt.itemsize]
+    nmant = int(jnp.finfo(dt).nmant)
+    b = lax.bitcast_convert_type(x, ut)
+    mant = b & ut((1 << nmant) - 1)
+    expo = (b >> ut(nmant)) & ut((1 << (nbits - 1 - nmant)) - 1)
+    tiny = mant.astype(_F64) * float(jnp.finfo(dt).smallest_subnormal)
+    tiny = jnp.where((b >> ut(nbits - 1)) != 0, -tiny, tiny)
+    return jnp.where((expo == 0) & (mant != 0), tiny, x.astype(_F64))
+
+
+# ---------------------------------------------------------------------------------------------
+# CTC loss
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank):
+    dt = np.dtype(log_probs.dtype)
+    if dt not in (np.dtype(np.float32), _F64):
+        raise TypeError(f'"ctc_loss_cpu" not implemented for \'{dt.name}\'')
+    if log_probs.ndim != 3:
+        raise RuntimeError(f"ctc_loss: expected log_probs to be 3-D (input length, batch, labels), got {log_probs.ndim}-D")
+    t_max, b, c = log_probs.shape
+    il = [int(v) for v in input_lengths]
+    tl = [int(v) for v in target_lengths]
+    if len(il) != b:
+        raise RuntimeError(f"input_lengths must be of size batch_size, got {len(il)}")
+    if len(tl) != b:
+        raise RuntimeError(f"target_lengths must be of size batch_size, got {len(tl)}")
+    if not 0 <= blank < c:
+        raise RuntimeError("blank must be in label range")
+    for k in range(b):
+        if tl[k] < 0:
+            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got value {tl[k]} "
+                               f"(while checking arguments for ctc_loss_cpu)")
+        if il[k] < 0:
+            raise RuntimeError(f"Expected input_lengths to have value at least 0, but got value {il[k]} "
+                               f"(while checking arguments for ctc_loss_cpu)")
+        if il[k] > t_max:
+            raise RuntimeError(f"Expected input_lengths to have value at most {t_max}, but got value {il[k]} "
+                               f"(while checking arguments for ctc_loss_cpu)")
+    max_tl = max(tl, default=0)
+    # where each target label sits in the flattened targets (static: the lengths are Python ints)
+    if targets.ndim == 1:
+        if targets.shape[0] != sum(tl):
+            raise RuntimeError(f"Expected tensor for argument #2 'targets' to have size {sum(tl)} at dimension 0, "
+                               f"but got size {targets.shape[0]} (while checking arguments for ctc_loss_cpu)")
+        starts = np.concatenate([[0], np.cumsum(tl)[:-1]]).astype(np.int64) if b else np.zeros(0, np.int64)
+        stride_b, stride_k = starts, 1
+    else:
+        if targets.shape[0] != b:
+            raise RuntimeError(f"Expected tensor for argument #2 'targets' to have size {b} at dimension 0, but got "
+                               f"size {targets.shape[0]} (while checking arguments for ctc_loss_cpu)")
+        if targets.shape[1] < max_tl:
+            raise RuntimeError(f"Expected tensor to have size at least {max_tl} at dimension 1, but got size "
+                               f"{targets.shape[1]} for argument #2 'targets' (while checking arguments for ctc_loss_cpu)")
+        stride_b, stride_k = np.arange(b, dtype=np.int64) * targets.shape[1], 1
+    k = np.arange(max_tl, dtype=np.int64)
+    valid = k[None, :] < np.asarray(tl, np.int64)[:, None] if b else np.zeros((0, max_tl), bool)
+    where = np.where(valid, np.asarray(stride_b, np.int64)[:, None] + k[None, :] * stride_k, 0) if b else \
+        np.zeros((0, max_tl), np.int64)
+    flat_t = targets.reshape(-1).astype(_I64)
+    if flat_t.shape[0]:
+        labels = jnp.where(valid, flat_t.at[where].get(mode="promise_in_bounds"), blank)
+    else:
+        labels = jnp.full((b, max_tl), blank, _I64)
+    require_in_range(jnp.where(valid, labels, 0), c, RuntimeError,
+                     f"ctc_loss: a target label is not in the label range [0, {c})", False)
+    s = 2 * max_tl + 1
+    # the extended target l' (blank, l1, blank, l2, ..., blank) per batch element: (B, S)
+    lprime = jnp.full((b, s), blank, _I64)
+    if max_tl:
+        lprime = lprime.at[:, 1::2].set(labels)
+    same_as_two_back = jnp.concatenate([jnp.ones((b, 2), bool), lprime[:, 2:] == lprime[:, :-2]], axis=1)
+    allow_skip = ~same_as_two_back
+    s_valid = np.arange(s)[None, :] < (2 * np.asarray(tl, np.int64) + 1)[:, None] if b else np.zeros((0, s), bool)
+    lp = log_probs
+    neginf = jnp.asarray(-np.inf, dt)
+    # emissions e[t, b, s] = log_probs[t, b, l'[b, s]]
+    emit = jnp.take_along_axis(lp, jnp.broadcast_to(lprime[None], (t_max, b, s)), axis=2,
+                               mode="promise_in_bounds") if t_max else jnp.zeros((0, b, s), dt)
+    il_arr = np.asarray(il, np.int64)
+    has_input = il_arr > 0
+    if t_max == 0:
+        log_alpha = jnp.zeros((b, 0, s), dt)
+    else:
+        alpha0 = jnp.full((b, s), neginf, dt)
+        alpha0 = alpha0.at[:, 0].set(emit[0, :, 0])
+        if s > 1:
+            alpha0 = alpha0.at[:, 1].set(jnp.where(np.asarray(tl) > 0, emit[0, :, 1], neginf))
+        alpha0 = jnp.where(has_input[:, None], alpha0, neginf)
+
+        def step(prev, xs):
+            t, e_t = xs
+            la1 = prev
+            la2 = jnp.concatenate([jnp.full((b, 1), neginf, dt), prev[:, :-1]], axis=1)
+            la3 = jnp.concatenate([jnp.full((b, 2), neginf, dt), prev[:, :-2]], axis=1)[:, :s]
+            la3 = jnp.where(allow_skip, la3, neginf)
+            lamax = jnp.maximum(jnp.maximum(la1, la2), la3)
+            lamax = jnp.where(lamax == neginf, jnp.zeros((), dt), lamax)
+            new = jnp.log(jnp.exp(la1 - lamax) + jnp.exp(la2 - lamax) + jnp.exp(la3 - lamax)) + lamax + e_t
+            active = (t < jnp.asarray(il_arr))[:, None] & s_valid
+            new = jnp.where(active, new, neginf)
+            return new, new
+
+        ts = jnp.arange(1, t_max, dtype=_I64)
+        _, rest = lax.scan(step, alpha0, (ts, emit[1:]))
+        alphas = jnp.concatenate([alpha0[None], rest], axis=0)  # (T, B, S)
+        log_alpha = jnp.transpose(alphas, (1, 0, 2))
+    # the likelihood: the last two alphas at each input's last time step (static positions)
+    tl_arr = np.asarray(tl, np.int64)
+    rows = np.arange(b)
+    t_last = np.maximum(il_arr - 1, 0)
+    if t_max:
+        l1 = log_alpha[rows, t_last, 2 * tl_arr]
+        l2 = log_alpha[rows, t_last, np.maximum(2 * tl_arr - 1, 0)]
+    else:
+        l1 = l2 = jnp.full((b,), neginf, dt)
+    m = jnp.maximum(l1, l2)
+    m = jnp.where(m == neginf, jnp.zeros((), dt), m)
+    two = jnp.log(jnp.exp(l1 - m) + jnp.exp(l2 - m)) + m
+    nll = -jnp.where(tl_arr == 0, l1, two)  # an empty target has no preceding blank to merge
+    no_input = jnp.asarray(np.where(tl_arr == 0, 0.0, np.inf), dt)
+    nll = jnp.where(has_input, nll, no_input)
+    return nll.astype(dt), log_alpha.astype(dt)
+
+
+# ---------------------------------------------------------------------------------------------
 # lowerings, alphabetical
 
 
@@ -271,6 +585,13 @@ def _cdist_forward(x1, x2, p, compute_mode):
         b_ = jnp.concatenate([b, jnp.ones_like(bn), bn], axis=-1)
         return jnp.sqrt(jnp.maximum(_dot_t(a_, b_), 0))
     return _pair_norm(a[..., :, None, :] - b[..., None, :, :], p)
+
+
+# _ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
+@lower(aten._ctc_loss.default)
+def _ctc_loss_lowering(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+    # zero_infinity matters to the backward only (ctc_loss itself zeroes infinite losses)
+    return _ctc_loss(log_probs, targets, input_lengths, target_lengths, int(blank))
 
 
 # _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
@@ -325,6 +646,29 @@ def _fft_r2c(self, dim, normalization, onesided):
     return _fft_scale(y, math.prod(self.shape[a] for a in axes), normalization)
 
 
+# _histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor[]
+# (compiled graphs; eager runs it per dimension through histogram.bin_ct, eager/kernels.py)
+@lower(aten._histogramdd_bin_edges.default)
+def _histogramdd_bin_edges(self, bins, range, weight, density):
+    _hist_check_float(self, "histogramdd")
+    return _hist_edges(self.reshape(-1, self.shape[-1]), bins, range)
+
+
+# _histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor
+@lower(aten._histogramdd_from_bin_cts.default)
+def _histogramdd_from_bin_cts(self, bins, range, weight, density):
+    _hist_check_float(self, "histogramdd")
+    x2 = self.reshape(-1, self.shape[-1])
+    return _histogramdd(x2, _hist_edges(x2, bins, range), weight, density, linear=True)
+
+
+# _histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None, bool density=False) -> Tensor
+@lower(aten._histogramdd_from_bin_tensors.default)
+def _histogramdd_from_bin_tensors(self, bins, weight, density):
+    _hist_check_float(self, "histogramdd")
+    return _histogramdd(self.reshape(-1, self.shape[-1]), list(bins), weight, density, linear=False)
+
+
 # _pdist_forward(Tensor self, float p=2.) -> Tensor
 @lower(aten._pdist_forward.default)
 def _pdist_forward(self, p):
@@ -360,6 +704,45 @@ def diag_embed(self, offset, dim1, dim2):
 
 # digamma(Tensor self) -> Tensor
 lower(aten.digamma.default)(_unary_float(_digamma))
+
+
+# hash_tensor(Tensor self, int[1] dim=[], *, bool keepdim=False, int mode=0) -> Tensor
+@lower(aten.hash_tensor.default)
+def hash_tensor(self, dim, keepdim, mode):
+    if mode != 0:
+        raise RuntimeError(f"hash_tensor: only mode=0 (xor reduction) is supported, got mode={mode}")
+    dt = np.dtype(self.dtype)
+    if dt.kind == "f" or is_low_precision(dt):
+        bits = lax.bitcast_convert_type(_exact_f64(self), np.uint64)
+    elif dt.kind == "u":
+        bits = self.astype(np.uint64)
+    elif dt.kind in "ib":
+        bits = lax.bitcast_convert_type(self.astype(_I64), np.uint64)
+    else:
+        raise TypeError(f"hash_tensor: not implemented for {dt}")
+    axes = tuple(range(self.ndim)) if len(dim) == 0 else tuple(sorted({_wrap_dim(d, self.ndim) for d in dim}))
+    if self.ndim == 0:
+        return bits
+    out = lax.reduce(bits, np.uint64(0), lax.bitwise_xor, axes)
+    if keepdim:
+        out = jnp.expand_dims(out, axes)
+    return out
+
+
+# histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+@lower(aten.histogram.bin_ct)
+def histogram_bin_ct(self, bins, range, weight, density):
+    _hist_check_float(self, "histogram_cpu")
+    x2 = self.reshape(-1, 1)
+    edges = _hist_edges(x2, [bins], range)
+    return _histogramdd(x2, edges, weight, density, linear=True), edges[0]
+
+
+# histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+@lower(aten.histogram.bins_tensor)
+def histogram_bins_tensor(self, bins, weight, density):
+    _hist_check_float(self, "histogram_cpu")
+    return _histogramdd(self.reshape(-1, 1), [bins], weight, density, linear=False), bins
 
 
 # i0(Tensor self) -> Tensor
@@ -404,6 +787,16 @@ def polar(abs, angle):
             f"polar: expected abs and angle to be float or double and of the same dtype, got {dt}, {angle.dtype}"
         )
     return lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
+
+
+# segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None, Tensor? indices=None, Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None) -> Tensor
+@lower(aten.segment_reduce.default)
+def segment_reduce(data, reduce, lengths, indices, offsets, axis, unsafe, initial):
+    if indices is not None:
+        raise RuntimeError("segment_reduce(): indices based reduction is not supported yet.")
+    if lengths is None and offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    return _segment_reduce(data, reduce, lengths, offsets, axis, unsafe, initial)
 
 
 # trace(Tensor self) -> Tensor

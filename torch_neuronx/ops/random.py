@@ -1,10 +1,15 @@
 """Random ops: the in-place samplers (normal_, uniform_, random_, bernoulli_, exponential_,
-log_normal_) with their functional twins, normal with tensor mean/std, and dropout.
+log_normal_) with their functional twins, normal with tensor mean/std, dropout, and rrelu.
 
 A `Generator?` argument arrives as a jax PRNG key, unique per call; lowerings that need several
 independent draws split it. Samples are drawn in float32 for float16/bfloat16 (then rounded) and in
 float64 for float64 tensors. Integer ranges follow ATen: `base + bits % range` with 32 random bits
 when the range fits in 32 bits and 64 otherwise.
+
+rrelu_with_noise writes its `noise` argument (Tensor(b!)), so its lowering returns the output and
+then noise's new value: in training, each element <= 0 is scaled by a slope drawn uniformly from
+[lower, upper) (noise holds the slope, 1 elsewhere); in eval mode it is leaky_relu with slope
+(lower + upper) / 2 and noise is left as it is.
 """
 from __future__ import annotations
 
@@ -315,6 +320,27 @@ def random_to(self, to, generator):
     if to <= 0:
         raise ValueError(f"random_ expects 'from' to be less than 'to', but got from=0 >= to={to}")
     return _random_from_range(generator, self.shape, np.dtype(self.dtype), 0, to)
+
+
+# rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor
+# rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor(a!)
+# rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)
+# (each returns the new value of self's result, then of noise)
+@lower(aten.rrelu_with_noise.default, aten.rrelu_with_noise_.default, aten.rrelu_with_noise_functional.default)
+def rrelu_with_noise(self, noise, lower, upper, training, generator):
+    dt = np.dtype(self.dtype)
+    if not _is_floatlike(dt) or _category(dt) != 2:
+        raise NotImplementedError(f'"rrelu_with_noise_out_cpu" not implemented for \'{dt}\'')
+    cd = _compute(dt)
+    x = cast(self, cd)
+    if not training:
+        slope = cast((lower + upper) / 2, cd)
+        return cast(jnp.where(x > 0, x, x * slope), dt), noise
+    r = cast(jax.random.uniform(generator, tuple(self.shape), _sample_dtype(dt), minval=lower, maxval=upper), cd)
+    neg = x <= 0
+    out = jnp.where(neg, x * r, x)
+    new_noise = jnp.where(neg, r, jnp.ones((), cd))
+    return cast(out, dt), cast(new_noise, noise.dtype).reshape(noise.shape)
 
 
 # uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor

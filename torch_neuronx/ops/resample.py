@@ -1,5 +1,5 @@
 """Resampling ops: upsampling/interpolation (nearest, nearest-exact, linear, bilinear, trilinear,
-bicubic, antialiased bilinear/bicubic), reflection and replication padding, grid_sampler_2d, and
+bicubic, antialiased bilinear/bicubic), reflection and replication padding, grid_sampler_2d/3d, and
 their backward ops.
 
 Every interpolation here is separable and its source indices and weights depend only on shapes and
@@ -21,7 +21,11 @@ PyTorch CPU quirks that are reproduced on purpose:
   bfloat16 input); the small-output 2-d bilinear kernel keeps them in float32.
 - uint8 bilinear/bicubic (with or without antialias) use PyTorch's fixed-point int16 weights and
   round to uint8 after each axis.
-- grid_sampler_2d follows the vectorized CPU kernel (its unnormalize/reflection arithmetic).
+- grid_sampler_2d follows the vectorized CPU kernel (its unnormalize/reflection arithmetic);
+  grid_sampler_3d the scalar one (GridSampler.cpp: `((c + 1) / 2) * (size - 1)` or
+  `((c + 1) * size - 1) / 2`, fmod-based reflection, std::min/max clipping that sends NaN to the
+  last index, corners summed in tnw, tne, tsw, tse, bnw, bne, bsw, bse order). Its backward is the
+  vjp of that forward (the CPU's analytic formulas, except exactly on integer or border coordinates).
 """
 from __future__ import annotations
 
@@ -787,6 +791,116 @@ def _grid_sample_backward(grad_output, input, grid, mode, padding, align_corners
     return grad_input, grad_grid
 
 
+# ---------------------------------------------------------------------------------------------
+# grid_sampler_3d (the scalar CPU kernel's arithmetic, aten/src/ATen/native/GridSampler.cpp)
+
+
+def _clip_scalar(c, size):
+    """std::min(size - 1, std::max(c, 0)): NaN becomes size - 1."""
+    m = jnp.where(c < 0, jnp.zeros((), c.dtype), c)
+    hi = jnp.asarray(size - 1, c.dtype)
+    return jnp.where(m < hi, m, hi)
+
+
+def _reflect_scalar(c, twice_low: int, twice_high: int):
+    if twice_low == twice_high:
+        return jnp.zeros_like(c)
+    low = jnp.asarray(twice_low, c.dtype) / 2
+    span = jnp.asarray(twice_high - twice_low, c.dtype) / 2
+    a = jnp.abs(c - low)
+    extra = jnp.fmod(a, span)
+    even = jnp.fmod(jnp.floor(a / span), 2) == 0
+    return jnp.where(even, extra + low, span - extra + low)
+
+
+def _source_index_scalar(coord, size: int, padding: int, align_corners: bool):
+    """grid_sampler_compute_source_index of the scalar CPU kernel."""
+    if align_corners:
+        c = ((coord + 1) / 2) * (size - 1)
+    else:
+        c = ((coord + 1) * size - 1) / 2
+    if padding == _BORDER:
+        c = _clip_scalar(c, size)
+    elif padding == _REFLECTION:
+        c = _reflect_scalar(c, 0, 2 * (size - 1)) if align_corners else _reflect_scalar(c, -1, 2 * size - 1)
+        c = _clip_scalar(c, size)
+    return c
+
+
+_CORNERS_3D = [(dz, dy, dx) for dz in (0, 1) for dy in (0, 1) for dx in (0, 1)]  # tnw, tne, tsw, tse, bnw, ...
+
+
+def _grid_sample_3d_f(input, grid, mode, padding, align_corners):
+    """grid_sampler_3d in the opmath type: (N, C, Do, Ho, Wo)."""
+    N, C, D, H, W = input.shape
+    out_sp = tuple(grid.shape[1:4])
+    T = input.dtype
+    g = grid.reshape(N, -1, 3)
+    ix = _source_index_scalar(g[..., 0], W, padding, align_corners)
+    iy = _source_index_scalar(g[..., 1], H, padding, align_corners)
+    iz = _source_index_scalar(g[..., 2], D, padding, align_corners)
+    flat = input.reshape(N, C, D * H * W)
+
+    def taps(fx, fy, fz):
+        ok = (fx > -1) & (fx < W) & (fy > -1) & (fy < H) & (fz > -1) & (fz < D)
+        cx = jnp.clip(jnp.where(ok, fx, 0), 0, W - 1).astype(np.int32)
+        cy = jnp.clip(jnp.where(ok, fy, 0), 0, H - 1).astype(np.int32)
+        cz = jnp.clip(jnp.where(ok, fz, 0), 0, D - 1).astype(np.int32)
+        return (cz * H + cy) * W + cx, ok
+
+    if mode == _NEAREST:
+        lin, ok = taps(jnp.round(ix), jnp.round(iy), jnp.round(iz))
+        out = _gather_taps(flat, lin, ok)
+    else:
+        x0, y0, z0 = jnp.floor(ix), jnp.floor(iy), jnp.floor(iz)
+        one = jnp.ones((), T)
+        fx = jnp.stack([x0 + dx for _dz, _dy, dx in _CORNERS_3D], axis=-1)
+        fy = jnp.stack([y0 + dy for _dz, dy, _dx in _CORNERS_3D], axis=-1)
+        fz = jnp.stack([z0 + dz for dz, _dy, _dx in _CORNERS_3D], axis=-1)
+        lin, ok = taps(fx, fy, fz)
+        vals = _gather_taps(flat, lin, ok)  # (N, C, P, 8)
+
+        def w(i, i0, d):
+            return (i - i0) if d else ((i0 + one) - i)
+
+        # a corner out of bounds is skipped (its weight may be NaN for a NaN coordinate)
+        weights = [jnp.where(ok[..., k], (w(ix, x0, dx) * w(iy, y0, dy)) * w(iz, z0, dz), 0)
+                   for k, (dz, dy, dx) in enumerate(_CORNERS_3D)]
+        out = _sum_taps(vals, weights)
+    return out.reshape((N, C) + out_sp)
+
+
+def _grid_sample_3d_check(input, grid, mode, op):
+    _require_float(op, input.dtype)
+    if mode == _BICUBIC:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    if mode not in (_BILINEAR, _NEAREST):
+        raise RuntimeError(f"grid_sampler(): unknown interpolation mode {mode}")
+
+
+def _grid_sample_3d(input, grid, mode, padding, align_corners):
+    N, C = input.shape[:2]
+    out_shape = (N, C) + tuple(grid.shape[1:4])
+    if math.prod(out_shape) == 0:
+        return jnp.zeros(out_shape, input.dtype)
+    T = _opmath(input.dtype)
+    out = _grid_sample_3d_f(input.astype(T), grid.astype(T), mode, padding, align_corners)
+    return out.astype(input.dtype)
+
+
+def _grid_sample_3d_backward(grad_output, input, grid, mode, padding, align_corners, output_mask):
+    T = _opmath(input.dtype)
+    if grad_output.size == 0 or input.size == 0:
+        g_in = jnp.zeros(input.shape, input.dtype) if output_mask[0] else None
+        return g_in, jnp.zeros(grid.shape, grid.dtype)
+    f = lambda x, g: _grid_sample_3d_f(x, g, mode, padding, align_corners)  # noqa: E731
+    _, vjp = jax.vjp(f, input.astype(T), grid.astype(T))
+    g_in, g_grid = vjp(grad_output.astype(T))
+    if mode == _NEAREST:
+        g_grid = jnp.zeros_like(g_grid)
+    return (g_in.astype(input.dtype) if output_mask[0] else None), g_grid.astype(grid.dtype)
+
+
 def _sizes(output_size):
     return [int(s) for s in output_size]
 
@@ -871,6 +985,21 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     _require_float("grid_sampler_2d_backward_cpu", input.dtype)
     return _grid_sample_backward(grad_output, input, grid, int(interpolation_mode), int(padding_mode),
                                  bool(align_corners), output_mask)
+
+
+# grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+@lower(aten.grid_sampler_3d.default)
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    _grid_sample_3d_check(input, grid, int(interpolation_mode), "grid_sampler_3d_cpu")
+    return _grid_sample_3d(input, grid, int(interpolation_mode), int(padding_mode), bool(align_corners))
+
+
+# grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+@lower(aten.grid_sampler_3d_backward.default)
+def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    _grid_sample_3d_check(input, grid, int(interpolation_mode), "grid_sampler_3d_backward_cpu")
+    return _grid_sample_3d_backward(grad_output, input, grid, int(interpolation_mode), int(padding_mode),
+                                    bool(align_corners), output_mask)
 
 
 # reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor
