@@ -155,6 +155,7 @@ class GraphProgram:
             where = f"op {node.target} (node '{node.name}')" if node is not None else "the graph"
             kind = "TypeError" if isinstance(e, UnsupportedDtype) else type(e).__name__
             raise NEFFCompilationError(f"graph {self.name}: {where} could not be lowered: {kind}: {e}") from e
+        traced = time.perf_counter()
         try:
             fn = lowered.compile()
         except Exception as e:
@@ -163,7 +164,7 @@ class GraphProgram:
         exe = _Executable(fn, tracer)
         if self.structure is not None:
             _EXECUTABLES[(self.structure, sig)] = exe
-        metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, reason, tracer.fallbacks)
+        metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason, tracer.fallbacks)
         artifacts.save(self.name, len(self.executables), self.gm, lowered)
         return exe
 
