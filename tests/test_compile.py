@@ -386,3 +386,19 @@ def test_device_module_calls_break_the_graph_cleanly():
     x = torch.randn(3)
     torch.testing.assert_close(torch.compile(f, backend="neuron")(x.to("neuron")).cpu(), x * 2)
     assert compiled() == 2
+
+
+def test_as_strided_of_a_strided_view_indexes_the_storage():
+    """as_strided reads its input's storage (strides, offset), not its row-major values."""
+
+    def transposed(x):
+        return torch.as_strided(x.t(), (2, 2), (1, 3), 1) * 1
+
+    def offset_scatter(x):
+        return torch.as_strided_scatter(x[1:], torch.ones(2, device=x.device), (2,), (2,), 5) + 0
+
+    x = torch.arange(12.0).reshape(3, 4)
+    for fn in (transposed, offset_scatter):
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="neuron", fullgraph=True)(x.to("neuron"))
+        assert torch.equal(got.cpu(), fn(x)), fn.__name__

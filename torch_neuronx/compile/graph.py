@@ -382,7 +382,25 @@ class _Tracer:
             )
         if target in _NO_OPS:
             return None
+        if target in (aten.as_strided.default, aten.as_strided_scatter.default):
+            base = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+            if isinstance(base, torch.Tensor) and not _dense_from_zero(base):
+                return self._as_strided_on_storage(node, target, args, kwargs, base)
         return self._call(node, target, args, kwargs, key, node.meta.get("val"))
+
+    def _as_strided_on_storage(self, node, target, args, kwargs, base):
+        """as_strided indexes its input's storage, not its logical layout: lay the value out in a
+        storage as the fake base says (strides, offset), apply the lowering there, read back."""
+        a = normalize(target, args, kwargs)
+        itemsize = base.element_size() or 1
+        length = base.untyped_storage().nbytes() // itemsize
+        sizes, strides, offset = tuple(base.shape), tuple(base.stride()), base.storage_offset()
+        flat = layout.write(jnp.zeros((length,), a[0].dtype), a[0], sizes, strides, offset)
+        a[0] = flat
+        result = self._call(node, target, a, {}, None, node.meta.get("val"))
+        if target is aten.as_strided_scatter.default:  # the new storage, seen through the base's view
+            result = layout.read(result.reshape(-1), sizes, strides, offset)
+        return result
 
     def _call(self, node, target, args, kwargs, key, val):
         """`target` on jax values: its lowering, or the host when it has none; `val` is the fake result."""
@@ -452,6 +470,12 @@ class _Tracer:
 
         outs = jax.pure_callback(on_host, tuple(specs), *[leaves[i] for i in arr_pos])
         return outs if isinstance(val, (tuple, list)) else outs[0]
+
+
+def _dense_from_zero(t: torch.Tensor) -> bool:
+    """`t` is its whole storage, row-major: its logical values are its storage."""
+    return (t.storage_offset() == 0 and t.is_contiguous()
+            and t.numel() * t.element_size() == t.untyped_storage().nbytes())
 
 
 @functools.cache
