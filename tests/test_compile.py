@@ -402,3 +402,21 @@ def test_as_strided_of_a_strided_view_indexes_the_storage():
         torch._dynamo.reset()
         got = torch.compile(fn, backend="neuron", fullgraph=True)(x.to("neuron"))
         assert torch.equal(got.cpu(), fn(x)), fn.__name__
+
+
+def test_autocast_inside_a_compiled_region():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 8)
+    mn = copy.deepcopy(m).to("neuron")
+    x = torch.randn(4, 8)
+
+    def f(model, x):
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            y = model(x)
+        return y.dtype == torch.bfloat16, y.float().softmax(-1)
+
+    with torch.no_grad():
+        is_bf16, got = torch.compile(lambda x: f(mn, x), backend="neuron", fullgraph=True)(x.to("neuron"))
+        _, want = f(m, x)
+    assert is_bf16
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-2, atol=1e-2)
