@@ -183,3 +183,22 @@ def test_device_ctc_loss():
     check_device(lambda lp, tg, il, tl: F.ctc_loss(lp, tg, il, tl), lp, targets, torch.tensor(il), torch.tensor(tl))
     with pytest.raises(RuntimeError, match="label range"):
         F.ctc_loss(lp.to("neuron"), (targets + 10).to("neuron"), il, tl, reduction="none").cpu()
+
+
+# bincount(Tensor self, Tensor? weights=None, int minlength=0) -> Tensor: a data-dependent length
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_bincount_device(dtype):
+    x = torch.tensor([1, 3, 3, 0, 7], dtype=dtype)
+    check_device(torch.bincount, x, must_run=["aten.index_put_.default"])
+    check_device(torch.bincount, x, minlength=10)
+    check_device(lambda x, w: torch.bincount(x, w), x, torch.tensor([0.5, 1.0, 2.0, -1.0, 3.0]))
+    check_device(lambda x, w: torch.bincount(x, w), x, torch.tensor([1, 2, 3, 4, 5]))  # float64 result
+    check_device(torch.bincount, torch.tensor([], dtype=dtype), minlength=3)
+
+
+def test_bincount_errors_match_cpu():
+    for bad, kwargs in ((torch.tensor([-1, 2]), {}), (torch.tensor([[1]]), {}), (torch.tensor([1]), {"minlength": -1})):
+        with pytest.raises(RuntimeError) as cpu:
+            torch.bincount(bad, **kwargs)
+        with pytest.raises(RuntimeError, match=str(cpu.value).split(".")[0]):
+            torch.bincount(bad.to("neuron"), **kwargs)

@@ -81,3 +81,14 @@ def test_device_rrelu_training_backward():
     assert not torch_neuronx.get_fallback_ops(), torch_neuronx.get_fallback_ops()
     x, o, g = d.detach().cpu(), out.detach().cpu(), grad.cpu()
     torch.testing.assert_close(o, x * g)  # the gradient is the slope used
+
+
+def test_native_dropout_backward_promotes_integral_grads():
+    # grad * mask * scale: a bool/int grad becomes the default float dtype (the scale is not truncated)
+    g = torch.tensor([True, False, True, True])
+    m = torch.tensor([True, True, False, True])
+    for grad in (g, g.to(torch.int64)):
+        want = torch.ops.aten.native_dropout_backward(grad, m, 0.5)
+        got = torch.ops.aten.native_dropout_backward(grad.to("neuron"), m.to("neuron"), 0.5)
+        assert got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), want)

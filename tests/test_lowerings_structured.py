@@ -304,6 +304,11 @@ def test_addmm_zero_beta_alpha_ignore_nan():
 
 def test_addmm_int():
     chk(aten.addmm.default, randint(4, 5), randint(4, 3), randint(3, 5), beta=2, alpha=3)
+    # fractional Scalars are truncated to the integer type first (0.6 -> 0, 2.6 -> 2), as ATen does
+    chk(aten.addmm.default, randint(4, 5), randint(4, 3), randint(3, 5), beta=1.7, alpha=2.6)
+    chk(aten.addmv.default, randint(4), randint(4, 3), randint(3), beta=0.2, alpha=0.6)
+    chk(aten.baddbmm.default, randint(2, 4, 5), randint(2, 4, 3), randint(2, 3, 5), beta=1.5, alpha=-2.5)
+    chk(aten.addbmm.default, randint(4, 5), randint(2, 4, 3), randint(2, 3, 5), beta=0.9, alpha=3.2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -359,6 +359,32 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
     return _unique_flat("aten._unique2.default", self, True, return_inverse, return_counts)
 
 
+def bincount(self, weights=None, minlength=0):
+    """torch.bincount: the output's length is max(self) + 1 (at least minlength), a data-dependent
+    shape: one host synchronization (min and max together), then an accumulating index_put."""
+    if self.dim() != 1 or self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool:
+        if self.dtype.is_floating_point:
+            raise NotImplementedError(f'"bincount_cpu" not implemented for \'{str(self.dtype).removeprefix("torch.")}\'')
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is not None and (weights.dim() != 1 or weights.size(0) != self.size(0)):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    n = minlength
+    if self.numel():
+        low, high = (int(v) for v in to_host(torch.stack([self.min(), self.max()]).to(torch.int64)).tolist())
+        if low < 0:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+        n = max(n, high + 1)
+    if weights is None:
+        dtype, values = torch.int64, torch.ones((), dtype=torch.int64, device=self.device).expand(self.shape)
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+        values = weights.to(dtype)
+    out = torch.zeros(n, dtype=dtype, device=self.device)
+    return out.index_put_((self.to(torch.int64),), values, accumulate=True)
+
+
 def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
     """torch.unique_consecutive: groups of equal neighbours; one host synchronization (their count)."""
     if dim is None or (self.dim() == 1 and dim in (0, -1)):
@@ -593,6 +619,7 @@ def _register_into(lib) -> None:
         aten.masked_select.default: dynamic.masked_select,
         aten._unique.default: _unique,
         aten._unique2.default: _unique2,
+        aten.bincount.default: bincount,
         aten.unique_consecutive.default: unique_consecutive,
         aten.unique_dim.default: unique_dim,
         aten.unique_dim_consecutive.default: unique_dim_consecutive,

@@ -41,8 +41,11 @@ def _matmul(a, b):
 
 
 def _epilogue(self, prod, beta, alpha, out_dtype):
-    """beta * self + alpha * prod, computed in prod's (accumulation) dtype, BLAS zero rules."""
+    """beta * self + alpha * prod, computed in prod's (accumulation) dtype, BLAS zero rules. For
+    integer results the Scalars are first converted to the integer type (truncated), as ATen does."""
     zero = jnp.zeros((), prod.dtype)
+    if not jnp.issubdtype(prod.dtype, jnp.inexact):
+        alpha, beta = jnp.asarray(alpha).astype(prod.dtype), jnp.asarray(beta).astype(prod.dtype)
     scaled = jnp.where(alpha == 0, zero, alpha * prod)
     s = opmath(self).astype(prod.dtype)
     bias = jnp.where(beta == 0, zero, beta * s)

@@ -163,9 +163,11 @@ def native_dropout(input, p, train, key):
 # native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor
 @lower(aten.native_dropout_backward.default)
 def native_dropout_backward(grad_output, mask, scale):
-    cd = _compute(grad_output.dtype)
+    # grad * mask * scale: a float Scalar promotes integral/bool grads to the default float dtype
+    out = np.dtype(grad_output.dtype) if _is_floatlike(grad_output.dtype) else default_float()
+    cd = _compute(out)
     g = cast(grad_output, cd)
-    return cast(g * cast(mask, cd) * scale, grad_output.dtype)
+    return cast(g * cast(mask, cd) * scale, out)
 
 
 # normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None) -> Tensor
