@@ -1,6 +1,5 @@
 """torch.compile(backend="neuron"): whole graphs compiled with static shapes, against eager on the CPU."""
 import copy
-import os
 import warnings
 
 import pytest

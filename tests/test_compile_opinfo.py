@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import opinfo_support as S
-import torch_neuronx.compile
 
 COMPILED_OPS = [
     "add", "mul", "div.no_rounding_mode", "rsub", "pow", "exp", "log", "rsqrt", "sin", "tanh", "sigmoid",

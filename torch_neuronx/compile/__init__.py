@@ -1,7 +1,5 @@
 """Compiled mode: the TorchDynamo backend `neuron` (registered through the `torch_dynamo_backends`
 entry point, so `torch.compile(m, backend="neuron")` finds it without importing this first)."""
-import torch._dynamo.trace_rules
-
 from .. import _dynamo_rules
 
 _dynamo_rules.install()  # (applied already if torch._dynamo was imported after the autoload)

@@ -14,7 +14,6 @@ import warnings
 
 import torch
 
-from .. import metrics
 from ..ops.decompositions import decomposition_table
 from .errors import NEFFCompilationError
 from .graph import GraphProgram

@@ -1,14 +1,17 @@
 """Ops whose result shape depends on the data (nonzero, masked_select, boolean-mask indexing,
-repeat_interleave with tensor repeats).
+repeat_interleave with tensor repeats, the unique family, bincount).
 
-Each waits for the device once to learn its result's size (the count of True elements), then runs
-as ordinary static-shape device ops: `nonzero_static` with that size, and gathers with its result.
+Each waits for the device once to learn its result's size (the count of True elements, of distinct
+values, the largest value), then runs as ordinary static-shape device ops.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from . import executor
+from .. import metrics
+from . import executor, kernels  # (kernels imports this module: its names are used at call time)
 
 aten = torch.ops.aten
 
@@ -54,3 +57,176 @@ def index_kernel(spec_for):
         return aten.index.Tensor(self, expanded)
 
     return index
+
+
+# ----------------------------------------------------------------------------------------------
+# unique and its variants: data-dependent result sizes
+
+
+@functools.cache
+def _unique_programs():
+    """The two jitted device programs of every unique op (built on first use: no jax at import).
+
+    `find(x, sort, rows)`: x is (N,) or, for the dim variants, (N, M) rows. Sorts it (stably;
+    floats as PyTorch's sort orders them: -0.0 == 0.0, NaNs last) unless consecutive, marks the
+    elements (rows) that differ from their predecessor (NaN differs from everything, as in
+    PyTorch's `!=`), and counts the groups. `gather(x, perm, new, k)`: with the group count k known
+    on the host, the first element (row) of each group in sorted order (its first occurrence),
+    each input element's group index, and each group's size."""
+    import numpy as np
+
+    from .._jax import jax, jnp, lax
+
+    def keys_of(x):
+        return x.astype(np.uint8) if x.dtype == np.bool_ else x
+
+    def row_order(x, iota):
+        """A stable lexicographic order of the rows of x (N, M): one sort keyed on all M columns
+        when M is small, else M two-key sorts in a scan (each refining the rows' ranks so far
+        by the next column), so the program does not grow with M."""
+        n, m = x.shape
+        if m <= 8:
+            cols = tuple(keys_of(x[:, j]) for j in range(m))
+            return lax.sort(cols + (iota,), num_keys=m, is_stable=True)[-1]
+
+        def refine(rank, col):
+            r, c, idx = lax.sort((rank, keys_of(col), iota), num_keys=2, is_stable=True)
+            step = jnp.concatenate([jnp.zeros((1,), np.int64),
+                                    ((r[1:] != r[:-1]) | (c[1:] != c[:-1])).astype(np.int64)])
+            return jnp.zeros((n,), np.int64).at[idx].set(jnp.cumsum(step), mode="promise_in_bounds"), None
+
+        rank, _ = lax.scan(refine, jnp.zeros((n,), np.int64), x.T)
+        return lax.sort((rank, iota), num_keys=1, is_stable=True)[1]
+
+    def find(x, sort: bool, rows: bool):
+        n = x.shape[0]
+        iota = lax.iota(np.int64, n)
+        if sort:
+            if rows:
+                perm = row_order(x, iota)
+            else:
+                perm = lax.sort((keys_of(x), iota), num_keys=1, is_stable=True)[1]
+            vals = x.at[perm].get(mode="promise_in_bounds")
+        else:
+            perm, vals = iota, x
+        differ = vals[1:] != vals[:-1]
+        if rows:
+            differ = jnp.any(differ, axis=1)
+        new = jnp.concatenate([jnp.ones((1,), bool), differ])
+        return vals, perm, new, jnp.sum(new, dtype=np.int64)
+
+    def gather(vals, perm, new, k: int):
+        n = vals.shape[0]
+        group = jnp.cumsum(new.astype(np.int64)) - 1
+        starts = jnp.nonzero(new, size=k, fill_value=n)[0].astype(np.int64)
+        out = vals.at[starts].get(mode="promise_in_bounds")
+        inverse = jnp.zeros((n,), np.int64).at[perm].set(group, mode="promise_in_bounds")
+        counts = jnp.diff(jnp.concatenate([starts, jnp.full((1,), n, np.int64)]))
+        return out, inverse, counts
+
+    return (jax.jit(find, static_argnames=("sort", "rows")), jax.jit(gather, static_argnames=("k",)))
+
+
+def _unique_core(name, x, sort: bool, rows: bool):
+    """(output, inverse, counts) as jax arrays for x (N,) or (N, ...) rows (N > 0). One host
+    synchronization: the number of groups."""
+    find, gather = _unique_programs()
+    arr = kernels.device_array(x)
+    if rows:
+        arr = arr.reshape(x.shape[0], -1)
+    vals, perm, new, count = find(arr, sort=sort, rows=rows)
+    k = int(count)  # the one host synchronization
+    return gather(vals, perm, new, k=k)
+
+
+def _empty_long(shape, device):
+    return torch.empty(shape, dtype=torch.long, device=device)
+
+
+def _unique_flat(name, self, sort, return_inverse, return_counts):
+    metrics.executed(name)
+    dev = self.device
+    if self.numel() == 0:
+        return (torch.empty((0,), dtype=self.dtype, device=dev),
+                _empty_long(self.shape if return_inverse else (0,), dev), _empty_long((0,), dev))
+    out, inverse, counts = _unique_core(name, self.reshape(-1), sort, False)
+    k = out.shape[0]
+    return (kernels._wrap(out, (k,), self.dtype, dev),
+            kernels._wrap(inverse, self.shape, torch.long, dev) if return_inverse else _empty_long((0,), dev),
+            kernels._wrap(counts, (k,), torch.long, dev) if return_counts else _empty_long((0,), dev))
+
+
+def _unique_rows(name, self, dim, sort):
+    """unique_dim / unique_dim_consecutive: the slices along `dim` as rows; every output returned."""
+    metrics.executed(name)
+    if self.dim() == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    dim = dim % self.dim()
+    dev = self.device
+    if self.size(dim) == 0:
+        if sum(1 for n in self.shape if n == 0) != 1:
+            raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
+        return torch.empty(self.shape, dtype=self.dtype, device=dev), _empty_long((0,), dev), _empty_long((0,), dev)
+    if self.numel() == 0:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+    moved = self.movedim(dim, 0)
+    out, inverse, counts = _unique_core(name, moved, sort, True)
+    k = out.shape[0]
+    shape = (k,) + tuple(moved.shape[1:])
+    output = kernels._wrap(out, shape, self.dtype, dev).movedim(0, dim)
+    return output, kernels._wrap(inverse, (self.size(dim),), torch.long, dev), kernels._wrap(counts, (k,), torch.long, dev)
+
+
+def _unique(self, sorted=True, return_inverse=False):
+    out, inverse, _ = _unique_flat("aten._unique.default", self, True, return_inverse, False)
+    return out, inverse
+
+
+def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
+    """torch.unique (dim=None). Always sorted, as PyTorch's CPU kernel (`sorted=False` too).
+    Sorts on the device, waits once for the number of distinct values, then gathers."""
+    return _unique_flat("aten._unique2.default", self, True, return_inverse, return_counts)
+
+
+def bincount(self, weights=None, minlength=0):
+    """torch.bincount: the output's length is max(self) + 1 (at least minlength), a data-dependent
+    shape: one host synchronization (min and max together), then an accumulating index_put."""
+    if self.dim() != 1 or self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool:
+        if self.dtype.is_floating_point:
+            raise NotImplementedError(f'"bincount_cpu" not implemented for \'{str(self.dtype).removeprefix("torch.")}\'')
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is not None and (weights.dim() != 1 or weights.size(0) != self.size(0)):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    n = minlength
+    if self.numel():
+        low, high = (int(v) for v in kernels.to_host(torch.stack([self.min(), self.max()]).to(torch.int64)).tolist())
+        if low < 0:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+        n = max(n, high + 1)
+    if weights is None:
+        dtype, values = torch.int64, torch.ones((), dtype=torch.int64, device=self.device).expand(self.shape)
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+        values = weights.to(dtype)
+    out = torch.zeros(n, dtype=dtype, device=self.device)
+    return out.index_put_((self.to(torch.int64),), values, accumulate=True)
+
+
+def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique_consecutive: groups of equal neighbours; one host synchronization (their count)."""
+    if dim is None or (self.dim() == 1 and dim in (0, -1)):
+        return _unique_flat("aten.unique_consecutive.default", self, False, return_inverse, return_counts)
+    return _unique_rows("aten.unique_consecutive.default", self, dim, False)
+
+
+def unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
+    """torch.unique(dim=...): the distinct slices along `dim`, sorted lexicographically; one host
+    synchronization. (Slices holding NaN never compare equal, as on the CPU; where the CPU's order
+    of NaN-holding slices is unspecified, they sort as lax.sort orders NaN: last.)"""
+    return _unique_rows("aten.unique_dim.default", self, dim, True)
+
+
+def unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
+    return _unique_rows("aten.unique_dim_consecutive.default", self, dim, False)
