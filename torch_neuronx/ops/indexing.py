@@ -267,6 +267,26 @@ def index_put(self, indices, values, accumulate):
     return self.at[key].set(values.astype(self.dtype), mode="drop")
 
 
+def _reduce_at(xa, key, sa, reduce, include_self, kw):
+    """`xa` with `sa` reduced into `xa[key]` by sum, prod, amax or amin, starting from the
+    reduction's identity where `include_self` is False (index_reduce, scatter_reduce). Bool sums
+    are ORs and products ANDs, as on the CPU."""
+    dt = np.dtype(xa.dtype)
+    if dt == np.bool_:
+        ident = reduce in ("prod", "amin")
+        combine = "max" if reduce in ("sum", "amax") else "min"
+    elif reduce in ("sum", "prod"):
+        ident, combine = (0, "add") if reduce == "sum" else (1, "multiply")
+    else:
+        if dt.kind == "f":
+            low, high = -np.inf, np.inf
+        else:
+            low, high = np.iinfo(dt).min, np.iinfo(dt).max
+        ident, combine = (low, "max") if reduce == "amax" else (high, "min")
+    base = xa if include_self else xa.at[key].set(ident, **kw)
+    return getattr(base.at[key], combine)(sa, **kw)
+
+
 # index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor
 @lower(aten.index_reduce.default)
 def index_reduce(self, dim, index, source, reduce, include_self):
@@ -292,20 +312,10 @@ def index_reduce(self, dim, index, source, reduce, include_self):
     key = (slice(None),) * dim + (idx,)
     kw = dict(mode="drop", wrap_negative_indices=False)
     is_float = acc.kind == "f"
-    if reduce == "prod":
-        base = xa if include_self else xa.at[key].set(1, **kw)
-        out = base.at[key].multiply(sa, **kw)
-    elif reduce in ("amax", "amin"):
-        if is_float:
-            ident = -np.inf if reduce == "amax" else np.inf
-        else:
-            info = np.iinfo(acc)
-            ident = info.min if reduce == "amax" else info.max
-        base = xa if include_self else xa.at[key].set(ident, **kw)
-        out = base.at[key].max(sa, **kw) if reduce == "amax" else base.at[key].min(sa, **kw)
+    if reduce != "mean":
+        out = _reduce_at(xa, key, sa, reduce, include_self, kw)
     else:
-        base = xa if include_self else xa.at[key].set(0, **kw)
-        total = base.at[key].add(sa, **kw)
+        total = _reduce_at(xa, key, sa, "sum", include_self, kw)
         count = jnp.full((n,), 1 if include_self else 0, np.int64).at[idx].add(1, **kw)
         count = jnp.maximum(count, 1).reshape((n,) + (1,) * (x.ndim - dim - 1))
         out = total / count.astype(acc) if is_float else jnp.floor_divide(total, count.astype(acc))
@@ -388,33 +398,12 @@ def scatter_reduce_two(self, dim, index, src, reduce, include_self):
     acc = _acc(x.dtype)
     xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)
     is_float = jnp.issubdtype(acc, np.floating)
-    if acc == np.bool_ and reduce in ("sum", "prod"):
-        # bool sums are ORs and products ANDs, as on the CPU
-        ident = reduce == "prod"
-        base = xa if include_self else xa.at[key].set(ident, **kw)
-        out = base.at[key].max(sa, **kw) if reduce == "sum" else base.at[key].min(sa, **kw)
-        return undo(out)
     if acc == np.bool_ and reduce == "mean":
         raise TypeError('"scatter_gather_tensor_cpu_reduce_mean" not implemented for \'Bool\'')
-    if reduce == "sum":
-        base = xa if include_self else xa.at[key].set(0, **kw)
-        out = base.at[key].add(sa, **kw)
-    elif reduce == "prod":
-        base = xa if include_self else xa.at[key].set(1, **kw)
-        out = base.at[key].multiply(sa, **kw)
-    elif reduce in ("amax", "amin"):
-        if is_float:
-            ident = -np.inf if reduce == "amax" else np.inf
-        elif acc == np.bool_:
-            ident = reduce == "amin"
-        else:
-            info = np.iinfo(acc)
-            ident = info.min if reduce == "amax" else info.max
-        base = xa if include_self else xa.at[key].set(ident, **kw)
-        out = base.at[key].max(sa, **kw) if reduce == "amax" else base.at[key].min(sa, **kw)
+    if reduce in ("sum", "prod", "amax", "amin"):
+        out = _reduce_at(xa, key, sa, reduce, include_self, kw)
     elif reduce == "mean":
-        base = xa if include_self else xa.at[key].set(0, **kw)
-        total = base.at[key].add(sa, **kw)
+        total = _reduce_at(xa, key, sa, "sum", include_self, kw)
         ones = jnp.ones(x.shape, acc if is_float else np.int64)
         count = (ones if include_self else ones.at[key].set(0, **kw)).at[key].add(1, **kw)
         count = jnp.maximum(count, 1)
