@@ -19,6 +19,7 @@ from .._jax import jax, jnp, lax
 from ._dtypes import to_numpy_dtype
 from ._registry import aten, lower
 from .elementwise import _category, _compute, _is_floatlike, _is_weak, cast, default_float, result_dtype
+from .factory import _dtype
 
 _I32 = np.iinfo(np.int32)
 
@@ -214,14 +215,16 @@ def normal_(self, mean, std, generator):
     return cast(z * std + mean, self.dtype)
 
 
-def _factory_dtype(dtype):
-    return default_float() if dtype is None else to_numpy_dtype(dtype)
+def _randint(key, shape, dt, low, high):
+    if high <= low:
+        raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    return _random_from_range(key, shape, dt, low, high - low)
 
 
 # rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.rand.default, rng=True)
 def rand(size, dtype, layout, device, pin_memory, key):
-    dt = _factory_dtype(dtype)
+    dt = _dtype(dtype, default_float())
     return cast(_uniform(key, size, dt), dt)
 
 
@@ -234,7 +237,7 @@ def rand_generator(size, generator, dtype, layout, device, pin_memory):
 # rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.rand_like.default, rng=True)
 def rand_like(self, dtype, layout, device, pin_memory, memory_format, key):
-    dt = np.dtype(self.dtype) if dtype is None else to_numpy_dtype(dtype)
+    dt = _dtype(dtype, self.dtype)
     return cast(_uniform(key, self.shape, dt), dt)
 
 
@@ -247,10 +250,7 @@ def randint(high, size, dtype, layout, device, pin_memory, key):
 # randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.randint.low, rng=True)
 def randint_low(low, high, size, dtype, layout, device, pin_memory, key):
-    if high <= low:
-        raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    dt = np.dtype(np.int64) if dtype is None else to_numpy_dtype(dtype)
-    return _random_from_range(key, size, dt, low, high - low)
+    return _randint(key, size, _dtype(dtype, np.dtype(np.int64)), low, high)
 
 
 # randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
@@ -262,16 +262,13 @@ def randint_like(self, high, dtype, layout, device, pin_memory, memory_format, k
 # randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.randint_like.low_dtype, rng=True)
 def randint_like_low(self, low, high, dtype, layout, device, pin_memory, memory_format, key):
-    if high <= low:
-        raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    dt = np.dtype(self.dtype) if dtype is None else to_numpy_dtype(dtype)
-    return _random_from_range(key, self.shape, dt, low, high - low)
+    return _randint(key, self.shape, _dtype(dtype, self.dtype), low, high)
 
 
 # randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.randn.default, rng=True)
 def randn(size, dtype, layout, device, pin_memory, key):
-    dt = _factory_dtype(dtype)
+    dt = _dtype(dtype, default_float())
     return cast(_normal(key, size, dt), dt)
 
 
@@ -284,7 +281,7 @@ def randn_generator(size, generator, dtype, layout, device, pin_memory):
 # randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.randn_like.default, rng=True)
 def randn_like(self, dtype, layout, device, pin_memory, memory_format, key):
-    dt = np.dtype(self.dtype) if dtype is None else to_numpy_dtype(dtype)
+    dt = _dtype(dtype, self.dtype)
     return cast(_normal(key, self.shape, dt), dt)
 
 
