@@ -21,7 +21,7 @@ import torch
 from .. import metrics
 from .._jax import jax, jnp
 from ..eager import kernels, layout
-from ..eager.executor import _GENERATOR, _SCALAR, _TENSOR, _schema_kind, _storage_elems
+from ..eager.executor import _GENERATOR, _SCALAR, _TENSOR, _GenSlot, _schema_kind, _storage_elems, prng_key
 from ..ops import LOWERINGS, normalize
 from ..ops._dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops._registry import CheckedCall
@@ -96,7 +96,7 @@ class GraphProgram:
             self.executables[sig] = exe
         extra = []
         if self.random:
-            extra.append(_draw(device))
+            extra.append(_GenSlot(None).draw(device.index))
         metrics.graph_executed(self.name)
         try:
             outs = exe.fn(*arrays, *extra)
@@ -128,7 +128,7 @@ class GraphProgram:
                         f"graph {self.name}: input '{ph.name}' is on {a.device}, the graph runs on {device}"
                     )
                 inputs.append(t)
-                arrays.append(_flat_values(t))
+                arrays.append(kernels.device_flat(t))
                 sig.append((t.dtype, tuple(t.shape)))
                 statics.append(_TENSOR_INPUT)
             else:  # an int, or None for an effect token
@@ -204,17 +204,6 @@ def _structure_key(gm) -> str | None:
     return h.hexdigest()
 
 
-def _flat_values(t: torch.Tensor):
-    """`t`'s values as a flat jax array: its storage buffer itself when `t` is the whole storage (no
-    launch, no copy: parameters enter this way), else a contiguous copy."""
-    key = kernels._whole_storage(t) if not (t.is_conj() or t.is_neg()) else 0
-    if key:
-        buf = storage.BUFFERS.get(key)
-        if buf is not None and buf.dtype == to_numpy_dtype(t.dtype):
-            return buf
-    return kernels.device_array(t).reshape(-1)
-
-
 def _describe_sig(sig) -> str:
     parts = []
     for s in sig[:-1]:
@@ -223,14 +212,6 @@ def _describe_sig(sig) -> str:
         else:
             parts.append(f"{str(s[0]).removeprefix('torch.')}{list(s[1])}")
     return "(" + ", ".join(parts) + ")"
-
-
-def _draw(device) -> np.ndarray:
-    gen = torch.neuron.default_generators[device.index]
-    offset = gen.get_offset()
-    gen.set_offset(offset + 1)
-    seed = gen.initial_seed() & 0xFFFFFFFFFFFFFFFF
-    return np.array([seed >> 32, seed & 0xFFFFFFFF, offset >> 32, offset & 0xFFFFFFFF], np.uint32)
 
 
 class _Executable:
@@ -306,8 +287,7 @@ class _Tracer:
         if program.random:
             words = flat[-1]
             flat = flat[:-1]
-            key = jax.random.wrap_key_data(words[:2], impl="threefry2x32")
-            key = jax.random.fold_in(jax.random.fold_in(key, words[2]), words[3])
+            key = prng_key(words)
         env = {}
         arrays = iter(flat)
         index_of = {}

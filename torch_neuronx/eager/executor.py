@@ -288,6 +288,12 @@ class _GenSlot:
         return _np.array([seed >> 32, seed & 0xFFFFFFFF, offset >> 32, offset & 0xFFFFFFFF], _np.uint32)
 
 
+def prng_key(words):
+    """The PRNG key of a generator draw (`_GenSlot.draw`'s words), inside a traced program."""
+    key = jax.random.wrap_key_data(words[:2], impl="threefry2x32")
+    return jax.random.fold_in(jax.random.fold_in(key, words[2]), words[3])
+
+
 def _finish(spec, args, kwargs, call, entry, outs):
     fresh_bufs = outs[: len(entry.fresh)]
     updates = outs[len(entry.fresh):]
@@ -441,9 +447,7 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         for is_gen in scalar_is_gen:
             if is_gen:
                 words = scalars[k]  # seed hi, seed lo, offset hi, offset lo
-                key = jax.random.wrap_key_data(words[:2], impl="threefry2x32")
-                key = jax.random.fold_in(jax.random.fold_in(key, words[2]), words[3])
-                flat_scalars.append(key)
+                flat_scalars.append(prng_key(words))
                 k += 1
             else:
                 flat_scalars.append(scalars[k])

@@ -113,21 +113,28 @@ def _spec(op, functional=None) -> OpSpec:
     return OpSpec(op, functional, LOWERINGS[functional])
 
 
-def device_array(t: torch.Tensor):
-    """`t`'s values as a jax array of shape `t.shape` on its device (one launch if `t` is a view)."""
+def device_flat(t: torch.Tensor):
+    """`t`'s values as a flat jax array on its device: its storage buffer itself when `t` is the
+    whole storage (no launch, no copy), else a contiguous copy (one launch)."""
     storage.sync()
     key = _whole_storage(t) if not (t.is_conj() or t.is_neg()) else 0
     if key:
         buf = storage.BUFFERS.get(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
-            return buf.reshape(t.shape) if t.dim() != 1 else buf
+            return buf
     c = executor.run(_spec(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
     buf = storage.BUFFERS.get(_C._storage_key(c))
     if buf is None:  # nothing was ever written: zeros
         from .._jax import jnp
 
-        return jnp.zeros(tuple(t.shape), transfer.to_numpy_dtype(t.dtype))
-    return buf.reshape(t.shape)
+        return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))
+    return buf
+
+
+def device_array(t: torch.Tensor):
+    """`t`'s values as a jax array of shape `t.shape` on its device (one launch if `t` is a view)."""
+    flat = device_flat(t)
+    return flat if t.dim() == 1 else flat.reshape(t.shape)
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
