@@ -13,7 +13,6 @@ import functools
 import operator
 import os
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -419,19 +418,7 @@ class _Tracer:
     def _host_call(self, node, op, args, kwargs, val):
         """An op with no lowering: run it on the host's CPU from inside the executable."""
         name = str(op)
-        mode = os.environ.get(kernels.FALLBACK_ENV, "warn").lower()
-        if mode == "error":
-            raise NEFFCompilationError(
-                f"graph {self.program.name}: op {name} (node '{node.name}') has no neuron lowering and "
-                f"{kernels.FALLBACK_ENV}=error forbids running it on the CPU"
-            )
-        if mode != "silent" and name not in kernels._warned:
-            kernels._warned.add(name)
-            warnings.warn(
-                f"neuron: {name} is not lowered; the compiled graph {self.program.name} runs it on the CPU "
-                f"(copying its inputs to the host and back). Set {kernels.FALLBACK_ENV}=error to make this an error.",
-                stacklevel=2,
-            )
+        kernels.allow_fallback(name, self.program.name, node.name, NEFFCompilationError, stacklevel=2)
         self.fallbacks.append(name)
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda x: x is None)
         arr_pos = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]

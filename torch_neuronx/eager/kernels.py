@@ -357,21 +357,28 @@ def _neuron_device(args, kwargs):
     return torch.device("neuron", torch.neuron.current_device())
 
 
-def cpu_fallback(op, args, kwargs):
-    name = str(op)
+def allow_fallback(name: str, graph: str | None = None, node: str | None = None, error=RuntimeError,
+                   stacklevel: int = 3) -> None:
+    """Before op `name` runs on the CPU (in eager mode, or from inside compiled `graph` at `node`):
+    raise `error` under TORCH_NEURONX_CPU_FALLBACK=error, else warn once per op unless `silent`."""
     mode = os.environ.get(FALLBACK_ENV, "warn").lower()
     if mode == "error":
-        raise RuntimeError(
-            f"neuron: {name} has no neuron lowering and {FALLBACK_ENV}=error forbids running it on the CPU"
-        )
-    metrics.fell_back(name)
+        where = f"graph {graph}: op {name} (node '{node}')" if graph else f"neuron: {name}"
+        raise error(f"{where} has no neuron lowering and {FALLBACK_ENV}=error forbids running it on the CPU")
     if mode != "silent" and name not in _warned:
         _warned.add(name)
+        runs = f"the compiled graph {graph} runs it" if graph else "it runs"
         warnings.warn(
-            f"neuron: {name} is not lowered; it runs on the CPU (copying its inputs to the host and back). "
+            f"neuron: {name} is not lowered; {runs} on the CPU (copying its inputs to the host and back). "
             f"torch_neuronx.get_fallback_ops() lists such ops; set {FALLBACK_ENV}=error to make this an error.",
-            stacklevel=3,
+            stacklevel=stacklevel + 1,
         )
+
+
+def cpu_fallback(op, args, kwargs):
+    name = str(op)
+    allow_fallback(name)
+    metrics.fell_back(name)
     device = _neuron_device(args, kwargs)
 
     def to_cpu(v):
