@@ -58,27 +58,31 @@ def test_mlp_matches_cpu_and_reuses_the_executable():
     assert "compiled graph" in torch_neuronx.metrics.report()
 
 
-def test_flux2_transformer_fullgraph_matches_cpu():
-    model = flux2_transformer()
-    inputs = flux2_inputs(torch.float32)
+def flux2_on_neuron(dtype, compile):
+    """The small FLUX.2 transformer's output on the CPU, and on neuron after `compile(model)`."""
+    model = flux2_transformer().to(dtype)
+    inputs = flux2_inputs(dtype)
     with torch.no_grad():
         want = model(**inputs)[0]
         dev = copy.deepcopy(model).to("neuron")
-        dev.compile(backend="neuron", fullgraph=True, dynamic=False)
+        compile(dev)
         got = dev(**_to(inputs, "neuron"))[0]
+    return got, want
+
+
+def whole_graph(model):
+    model.compile(backend="neuron", fullgraph=True, dynamic=False)
+
+
+def test_flux2_transformer_fullgraph_matches_cpu():
+    got, want = flux2_on_neuron(torch.float32, whole_graph)
     assert got.device.type == "neuron" and got.shape == want.shape
     assert rel_err(got.cpu(), want) < 1e-5
     assert compiled() == 1 and torch_neuronx.get_fallback_ops() == {}
 
 
 def test_flux2_transformer_bfloat16_matches_cpu():
-    model = flux2_transformer().to(torch.bfloat16)
-    inputs = flux2_inputs(torch.bfloat16)
-    with torch.no_grad():
-        want = model(**inputs)[0]
-        dev = copy.deepcopy(model).to("neuron")
-        dev.compile(backend="neuron", fullgraph=True, dynamic=False)
-        got = dev(**_to(inputs, "neuron"))[0]
+    got, want = flux2_on_neuron(torch.bfloat16, whole_graph)
     assert got.dtype == torch.bfloat16
     assert rel_err(got.cpu(), want) < 2e-2
 
@@ -248,13 +252,9 @@ def test_training_three_steps_match_cpu():
 
 
 def test_regional_compilation_compiles_each_block_class_once():
-    model = flux2_transformer()
-    inputs = flux2_inputs(torch.float32)
-    with torch.no_grad():
-        want = model(**inputs)[0]
-        dev = copy.deepcopy(model).to("neuron")
-        dev.compile_repeated_blocks(backend="neuron", fullgraph=True, dynamic=False)
-        got = dev(**_to(inputs, "neuron"))[0]
+    got, want = flux2_on_neuron(
+        torch.float32, lambda m: m.compile_repeated_blocks(backend="neuron", fullgraph=True, dynamic=False)
+    )
     assert rel_err(got.cpu(), want) < 1e-5
     m = torch.neuron.get_dynamo_metrics()
     # 2 double-stream and 4 single-stream blocks: one graph per block class, run for every block
