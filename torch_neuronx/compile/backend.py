@@ -50,9 +50,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         warnings.warn(f"torch.compile(backend='neuron'): arguments {sorted(kwargs)} are ignored")
     name = f"{_model_name or 'graph'}_{next(_counter)}"
     reason = _dynamo_recompile_reason()
-    symbolic = _symbolic_inputs(example_inputs)
-    if symbolic:
-        _refuse_dynamic(gm, symbolic)
+    if _has_symbolic_inputs(example_inputs):
+        _refuse_dynamic(gm)
         return _PerShape(gm, name, reason)
     return _aot(gm, example_inputs, name, reason)
 
@@ -106,21 +105,19 @@ class _PerShape:
         return fn(*args)
 
 
-def _symbolic_inputs(example_inputs) -> list[int]:
-    out = []
-    for i, x in enumerate(example_inputs):
-        if isinstance(x, torch.SymInt) and not _is_concrete(x):
-            out.append(i)
-        elif isinstance(x, torch.Tensor) and any(not _is_concrete(s) for s in x.shape):
-            out.append(i)
-    return out
+def _has_symbolic_inputs(example_inputs) -> bool:
+    return any(
+        not _is_concrete(x) if isinstance(x, torch.SymInt)
+        else isinstance(x, torch.Tensor) and not all(_is_concrete(s) for s in x.shape)
+        for x in example_inputs
+    )
 
 
 def _is_concrete(s) -> bool:
     return not isinstance(s, torch.SymInt) or s.node.expr.is_number
 
 
-def _refuse_dynamic(gm, symbolic):
+def _refuse_dynamic(gm):
     import torch._dynamo.config as dynamo_config
 
     explicit = not dynamo_config.assume_static_by_default
