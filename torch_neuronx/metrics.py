@@ -9,6 +9,7 @@ _compiles: collections.Counter = collections.Counter()
 _compile_s: collections.Counter = collections.Counter()
 _misses: collections.Counter = collections.Counter()
 _fallbacks: collections.Counter = collections.Counter()
+_refused: collections.Counter = collections.Counter()  # fallbacks TORCH_NEURONX_CPU_FALLBACK=error refused
 _decomposed: collections.Counter = collections.Counter()
 
 
@@ -29,6 +30,10 @@ def fell_back(op: str) -> None:
     _fallbacks[op] += 1
 
 
+def fallback_refused(op: str) -> None:
+    _refused[op] += 1
+
+
 def decomposed(op: str) -> None:
     _decomposed[op] += 1
 
@@ -41,6 +46,12 @@ def get_executed_ops() -> dict[str, int]:
 def get_fallback_ops() -> dict[str, int]:
     """Ops that ran on the CPU because nothing lowers them, with their counts."""
     return dict(_fallbacks)
+
+
+def get_refused_fallbacks() -> dict[str, int]:
+    """Ops that would have run on the CPU but TORCH_NEURONX_CPU_FALLBACK=error raised instead (counted
+    even when the caller caught the error)."""
+    return dict(_refused)
 
 
 def get_decomposed_ops() -> dict[str, int]:
@@ -64,7 +75,7 @@ def cache_stats() -> dict[str, int]:
 
 
 def clear_op_tracking() -> None:
-    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _decomposed):
+    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed):
         c.clear()
 
 
@@ -119,7 +130,7 @@ def reset_dynamo_metrics() -> None:
 
 def report() -> str:
     """A readable table of everything counted since the last `clear_op_tracking()`."""
-    ops = sorted(set(_executed) | set(_fallbacks) | set(_decomposed) | set(_compiles))
+    ops = sorted(set(_executed) | set(_fallbacks) | set(_refused) | set(_decomposed) | set(_compiles))
     rows = [("op", "executed", "compiles", "compile ms", "cache hits", "fallbacks", "decomposed")]
     for op in ops:
         rows.append(
@@ -140,7 +151,7 @@ def report() -> str:
     lines.append("")
     lines.append(
         f"cache: {stats['hits']} hits, {stats['misses']} misses; "
-        f"fallback ops: {len(_fallbacks)}; compiled: {sum(_compiles.values())} executables "
+        f"fallback ops: {len(_fallbacks)}{f' (refused: {len(_refused)})' if _refused else ''}; compiled: {sum(_compiles.values())} executables "
         f"in {sum(_compile_s.values()):.2f} s"
     )
     if _graphs:

@@ -363,6 +363,7 @@ def allow_fallback(name: str, graph: str | None = None, node: str | None = None,
     raise `error` under TORCH_NEURONX_CPU_FALLBACK=error, else warn once per op unless `silent`."""
     mode = os.environ.get(FALLBACK_ENV, "warn").lower()
     if mode == "error":
+        metrics.fallback_refused(name)
         where = f"graph {graph}: op {name} (node '{node}')" if graph else f"neuron: {name}"
         raise error(f"{where} has no neuron lowering and {FALLBACK_ENV}=error forbids running it on the CPU")
     if mode != "silent" and name not in _warned:
