@@ -17,11 +17,35 @@ import torch  # noqa: E402  (autoloads torch_neuronx)
 import torch_neuronx  # noqa: E402
 
 
+FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "cpu_fallback: the test exercises the CPU fallback itself; the default policy "
+        f"({FALLBACK_ENV}=error, and no fallback allowed) does not apply",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_cpu_fallback(request, monkeypatch):
+    """Every test runs with the CPU fallback as an error and starts with clear op tracking; after it,
+    no op may have run on the host, nor been refused (a refusal a test caught would otherwise pass).
+    Opt out with @pytest.mark.cpu_fallback, for the tests of the fallback itself."""
+    opted_out = request.node.get_closest_marker("cpu_fallback") is not None
+    monkeypatch.setenv(FALLBACK_ENV, "warn" if opted_out else "error")
+    torch_neuronx.clear_op_tracking()
+    yield
+    if not opted_out:
+        ran, refused = torch_neuronx.get_fallback_ops(), torch_neuronx.metrics.get_refused_fallbacks()
+        assert not ran and not refused, f"CPU fallback: ran {ran}, refused {refused}"
+
+
 @pytest.fixture
 def track():
-    """Clears op tracking before the test; the test asserts on torch_neuronx.metrics after."""
-    torch_neuronx.clear_op_tracking()
-    yield torch_neuronx.metrics
+    """torch_neuronx.metrics, for tests that assert on what ran (tracking is cleared before every test)."""
+    return torch_neuronx.metrics
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import warnings
 
+import pytest
 import torch
 
 import torch_neuronx
@@ -21,24 +22,45 @@ exec(_DEFINE)
 UNLOWERED = "neuron_fallback_test.blend.default"
 
 
-def _zeta(x, q):
+def _blend(x, q):
     return torch.ops.neuron_fallback_test.blend(x, q)
 
 
+def _fresh_unlowered_op(name):
+    """An operator this process has never warned about (the warning is once per op per process)."""
+    lib = torch.library.Library("neuron_fallback_fresh", "FRAGMENT")
+    lib.define(f"{name}(Tensor x) -> Tensor")
+    lib.impl(name, lambda x: x * 3 - 1, "CPU")
+    _libs.append(lib)
+    return getattr(torch.ops.neuron_fallback_fresh, name)
+
+
+_libs = []
+
+
+@pytest.mark.cpu_fallback
 def test_fallback_matches_cpu_and_is_counted_and_warned_once(track):
     x, q = torch.rand(5) + 1.5, torch.rand(5) + 0.5
+    got = _blend(x.to("neuron"), q.to("neuron"))
+    _blend(x.to("neuron"), q.to("neuron"))
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), _blend(x, q), rtol=0, atol=0)
+    assert torch_neuronx.get_fallback_ops() == {UNLOWERED: 2}
+    assert UNLOWERED not in torch_neuronx.get_executed_ops()
+    assert "neuron_fallback_test.blend" in track.report()
+    op = _fresh_unlowered_op("thrice_minus_one")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = _zeta(x.to("neuron"), q.to("neuron"))
-        _zeta(x.to("neuron"), q.to("neuron"))
-    assert got.device.type == "neuron"
-    torch.testing.assert_close(got.cpu(), _zeta(x, q))
-    assert torch_neuronx.get_fallback_ops() == {UNLOWERED: 2}
-    assert "neuron_fallback_test.blend" in track.report()
+        a = op(x.to("neuron"))
+        op(x.to("neuron"))
+        op(q.to("neuron"))
     msgs = [str(w.message) for w in caught if "not lowered" in str(w.message)]
-    assert len(msgs) <= 1  # warned once per op per process (maybe earlier in this process)
+    assert len(msgs) == 1 and "neuron_fallback_fresh.thrice_minus_one.default" in msgs[0], msgs
+    assert torch_neuronx.get_fallback_ops()["neuron_fallback_fresh.thrice_minus_one.default"] == 3
+    torch.testing.assert_close(a.cpu(), x * 3 - 1, rtol=0, atol=0)
 
 
+@pytest.mark.cpu_fallback
 def test_fallback_inplace_writes_back_into_the_view():
     base = torch.zeros(4, 4)
     dev = base.to("neuron")
@@ -46,7 +68,18 @@ def test_fallback_inplace_writes_back_into_the_view():
     blend = torch.ops.neuron_fallback_test.blend.out
     blend(src, torch.full((4,), 2.0), out=base[:, 1])
     blend(src.to("neuron"), torch.full((4,), 2.0, device="neuron"), out=dev[:, 1])
-    torch.testing.assert_close(dev.cpu(), base)
+    torch.testing.assert_close(dev.cpu(), base, rtol=0, atol=0)
+    assert torch_neuronx.get_fallback_ops() == {"neuron_fallback_test.blend.out": 1}
+
+
+def test_fallback_is_an_error_by_default_in_this_suite():
+    """The suite's policy (conftest): a refused fallback raises and is counted as refused."""
+    x = torch.rand(3, device="neuron")
+    with pytest.raises(RuntimeError, match=r"neuron: neuron_fallback_test.blend.default has no neuron lowering"):
+        _blend(x, x)
+    assert torch_neuronx.metrics.get_refused_fallbacks() == {UNLOWERED: 1}
+    assert torch_neuronx.get_fallback_ops() == {}
+    torch_neuronx.clear_op_tracking()  # the refusal was the point of this test
 
 
 def test_fallback_can_be_an_error():
