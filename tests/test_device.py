@@ -64,12 +64,36 @@ def test_device_module_basics():
     assert isinstance(torch.neuron.current_device(), int)
     assert torch.neuron.current_device() == 0
     assert torch.neuron.get_amp_supported_dtype() == [torch.bfloat16, torch.float16]
-    assert torch.neuron._is_in_bad_fork() is False
     assert "NeuronCore 1" in torch.neuron.get_device_name(1)
     props = torch.neuron.get_device_properties(0)
     assert props.platform == "cpu" and props.index == 0
     torch.neuron.synchronize()
     assert torch.neuron.is_initialized()
+
+
+def _in_bad_fork_of_a_child(code_before_fork: str) -> str:
+    """What `torch.neuron._is_in_bad_fork()` says in the parent and in a child forked after running
+    `code_before_fork` (in a fresh interpreter, so that this process's device state is not involved)."""
+    r = _python(
+        "import os, torch\n"
+        + code_before_fork
+        + "r, w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.write(w, str(torch.neuron._is_in_bad_fork()).encode()); os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print(torch.neuron._is_in_bad_fork(), os.read(r, 16).decode())\n"
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_bad_fork_is_a_fork_after_the_device_started():
+    """As torch.cuda: a child forked after the device runtime started is in a bad fork; one forked
+    before any device use is not."""
+    assert torch.neuron._is_in_bad_fork() is False
+    assert _in_bad_fork_of_a_child("") == ["False", "False"]
+    assert _in_bad_fork_of_a_child("torch.ones(2, device='neuron').cpu()\n") == ["False", "True"]
 
 
 def test_set_device_and_context_manager():

@@ -279,7 +279,9 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    from .runtime import devices
+
+    return devices.in_bad_fork()
 
 
 def _lazy_init() -> None:

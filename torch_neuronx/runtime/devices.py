@@ -1,6 +1,7 @@
 """NeuronCores as PJRT devices of the selected platform. The only module that asks jax for devices."""
 from __future__ import annotations
 
+import os
 import threading
 
 from .. import _jax
@@ -8,6 +9,12 @@ from . import config
 
 _lock = threading.Lock()
 _devices: list | None = None
+_forked_after_start = False  # this process is a fork of one whose device runtime had started
+
+
+def _mark_forked_child() -> None:
+    global _forked_after_start
+    _forked_after_start = True
 
 
 def _set_native_count(n: int) -> None:
@@ -34,8 +41,15 @@ def jax_devices() -> list:
             devices = [available[i] for i in config.visible_cores(len(available))]
             if plat != "cpu":
                 _set_native_count(len(devices))
+            # a forked child inherits jax's state but not its threads (what CUDA calls a bad fork)
+            os.register_at_fork(after_in_child=_mark_forked_child)
             _devices = devices
     return _devices
+
+
+def in_bad_fork() -> bool:
+    """Whether this process was forked from one whose device runtime had already started."""
+    return _forked_after_start
 
 
 def is_initialized() -> bool:
