@@ -6,6 +6,9 @@ import torch.nn.functional as F
 
 import torch_neuronx
 
+# float32: the gradients are sums of products whose order differs between XLA and the CPU's BLAS;
+# the largest difference measured is 2e-6 (attention gradients of magnitude ~3), OpInfo's matmul bound
+TOL = dict(rtol=1e-5, atol=1e-5)
 
 class MLP(torch.nn.Module):
     def __init__(self):
@@ -19,13 +22,21 @@ class MLP(torch.nn.Module):
         return F.silu(self.fc2(h)).softmax(-1)
 
 
-def test_issue_example():
-    x = torch.randn(4, 8).to("neuron")
-    w = torch.nn.Linear(8, 8).to("neuron")
-    y = torch.nn.functional.gelu(w(x)).softmax(-1)
-    y.sum().backward()
-    assert y.cpu().shape == (4, 8)
-    assert w.weight.grad.device == torch.device("neuron", 0)
+def test_readme_example_matches_cpu(track):
+    """The README's first example, on the device and on the CPU: same output and weight gradient."""
+    x = torch.randn(4, 8)
+    w = torch.nn.Linear(8, 8)
+    results = []
+    for device in ("cpu", "neuron"):
+        wd = copy.deepcopy(w).to(device)
+        y = torch.nn.functional.gelu(wd(x.to(device))).softmax(-1)
+        (y * torch.arange(8.0, device=device)).sum().backward()  # a weighted sum: softmax's rows sum to 1
+        results.append((y.detach(), wd.weight.grad, wd.bias.grad))
+    for got, want in zip(results[1], results[0]):
+        assert got.device == torch.device("neuron", 0)
+        torch.testing.assert_close(got.cpu(), want, **TOL)
+    assert {"aten.addmm.default", "aten.gelu_backward.default", "aten._softmax_backward_data.default"} \
+        <= set(track.get_executed_ops())
 
 
 def test_mlp_forward_backward_matches_cpu():
@@ -34,16 +45,16 @@ def test_mlp_forward_backward_matches_cpu():
     dev = copy.deepcopy(cpu).to("neuron")
     x = torch.randn(5, 8)
     target = torch.randn(5, 4)
-    torch_neuronx.clear_op_tracking()
     loss_cpu = F.mse_loss(cpu(x), target)
     loss_dev = F.mse_loss(dev(x.to("neuron")), target.to("neuron"))
     loss_cpu.backward()
     loss_dev.backward()
-    torch.testing.assert_close(loss_dev.cpu(), loss_cpu, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(loss_dev.cpu(), loss_cpu, **TOL)
     for (name, p_cpu), p_dev in zip(cpu.named_parameters(), dev.parameters()):
         assert p_dev.grad.device.type == "neuron", name
-        torch.testing.assert_close(p_dev.grad.cpu(), p_cpu.grad, rtol=1e-4, atol=1e-6, msg=name)
-    assert torch_neuronx.get_fallback_ops() == {}
+        torch.testing.assert_close(p_dev.grad.cpu(), p_cpu.grad, **TOL, msg=name)
+    executed = torch_neuronx.get_executed_ops()
+    assert {"aten.native_layer_norm_backward.default", "aten.gelu_backward.default", "aten.mm.default"} <= set(executed)
 
 
 def test_sgd_steps_match_cpu():
@@ -59,7 +70,7 @@ def test_sgd_steps_match_cpu():
             model(inp).pow(2).sum().backward()
             opt.step()
     for p_cpu, p_dev in zip(cpu.parameters(), dev.parameters()):
-        torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), **TOL)
 
 
 def test_attention_gradients_match_cpu():
@@ -75,6 +86,6 @@ def test_attention_gradients_match_cpu():
             (out * out).sum().backward()
             grads.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
         for got, want in zip(grads[1], grads[0]):
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(got, want, **TOL)
     executed = torch_neuronx.get_executed_ops()
     assert "aten._scaled_dot_product_fused_attention_overrideable_backward.default" in executed

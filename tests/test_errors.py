@@ -43,31 +43,40 @@ def test_inplace_type_error_matches_cpu():
 
 
 def test_errors_leave_the_device_usable():
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"aten.add.Tensor: .*broadcast"):
         torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
     assert (torch.ones(3, device="neuron") + 1).cpu().tolist() == [2.0, 2.0, 2.0]
 
 
+# name -> (fn, the ATen op whose executable checks the indices, the CPU's exception type and text)
 INDEX_ERRORS = {
-    "embedding": (lambda w, i: torch.nn.functional.embedding(i, w), IndexError, "index out of range"),
-    "index_select": (lambda w, i: w.index_select(0, i), IndexError, "index out of range"),
-    "index": (lambda w, i: w[i], IndexError, "out of bounds"),
-    "index_put": (lambda w, i: w.index_put_((i,), torch.zeros(1, 4, device=w.device)), IndexError, "out of bounds"),
-    "gather": (lambda w, i: torch.gather(w, 0, i.view(1, 1).expand(1, 4)), RuntimeError, "out of bounds"),
+    "embedding": (lambda w, i: torch.nn.functional.embedding(i, w), "aten.embedding.default", IndexError,
+                  "index out of range in self"),
+    "index_select": (lambda w, i: w.index_select(0, i), "aten.index_select.default", IndexError,
+                     "index out of range in self"),
+    "index": (lambda w, i: w[i], "aten.index.Tensor", IndexError, "index 10 is out of bounds for dimension 0 with size 10"),
+    "index_put": (lambda w, i: w.index_put_((i,), torch.zeros(1, 4, device=w.device)), "aten.index_put_.default",
+                  IndexError, "index 10 is out of bounds for dimension 0 with size 10"),
+    "gather": (lambda w, i: torch.gather(w, 0, i.view(1, 1).expand(1, 4)), "aten.gather.default", RuntimeError,
+               "index 10 is out of bounds for dimension 0 with size 10"),
     "scatter_add": (lambda w, i: w.scatter_add(0, i.view(1, 1).expand(1, 4), torch.ones(1, 4, device=w.device)),
-                    RuntimeError, "out of bounds"),
+                    "aten.scatter_add.default", RuntimeError, "index 10 is out of bounds for dimension 0 with size 10"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(INDEX_ERRORS))
-def test_out_of_range_indices_raise_as_on_cpu(name):
-    """XLA clamps out-of-range gathers silently; the device raises as the CPU does."""
-    fn, error, text = INDEX_ERRORS[name]
+def test_out_of_range_indices_raise_as_on_cpu(name, track):
+    """XLA clamps out-of-range gathers silently; the device raises the CPU's kind of error, from the
+    op's own executable (the message names the ATen op, which the CPU's does not; nothing fell back)."""
+    fn, op, error, cpu_text = INDEX_ERRORS[name]
     w = torch.randn(10, 4)
     bad = torch.tensor([10])
-    with pytest.raises(error):
-        fn(w.clone(), bad)  # the CPU raises this kind of error
-    with pytest.raises(error, match=text):
+    with pytest.raises(error, match=cpu_text):
+        fn(w.clone(), bad)  # what the CPU raises
+    text = cpu_text.replace("index 10 is ", "")  # the device check does not print the index
+    with pytest.raises(error, match=rf"^{op}: .*{text}"):
         fn(w.to("neuron"), bad.to("neuron"))
+    assert track.get_executed_ops().get(op) == 1
     ok = torch.tensor([9])
-    torch.testing.assert_close(fn(w.to("neuron"), ok.to("neuron")).cpu(), fn(w.clone(), ok))
+    torch.testing.assert_close(fn(w.to("neuron"), ok.to("neuron")).cpu(), fn(w.clone(), ok), rtol=0, atol=0)
+    assert track.get_executed_ops().get(op) == 2

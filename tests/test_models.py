@@ -88,9 +88,11 @@ def test_qwen3_text_encoder_matches_cpu(dtype):
         got = dev(**_to(inputs, "neuron"))
     assert torch_neuronx.get_fallback_ops() == {}
     # FLUX.2-klein's pipeline feeds it the hidden states of intermediate layers, so check those too
+    assert len(got.hidden_states) == len(want.hidden_states) == 3
     for g, w in zip(got.hidden_states, want.hidden_states):
         assert rel_err(g.cpu(), w) < REL_TOL[dtype]
     assert rel_err(got.logits.cpu(), want.logits) < REL_TOL[dtype]
+    assert "aten._scaled_dot_product_fused_attention_overrideable.default" in torch_neuronx.get_executed_ops()
 
 
 def test_from_pretrained_of_a_local_folder(tmp_path):

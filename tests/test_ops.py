@@ -60,11 +60,11 @@ CASES = {
     "embedding": (lambda w: F.embedding(torch.tensor([[0, 3], [9, 3]]).to(w.device), w), lambda: (_r(10, 4),), "aten.embedding.default"),
     "cat": (lambda a, b: torch.cat([a, b, a], dim=1), lambda: (_r(2, 3), _r(2, 4)), "aten.cat.default"),
     "stack": (lambda a, b: torch.stack([a, b], dim=-1), lambda: (_r(2, 3), _r(2, 3)), "aten.stack.default"),
-    "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8)), None),
-    "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda: (_r(2, 2, 5, 8), _r(2, 2, 5, 8), _r(2, 2, 5, 8)), None),
-    "sdpa_bool_mask": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tril(torch.ones(5, 6, dtype=torch.bool)).to(q.device)), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8)), None),
-    "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8), _r(5, 6)), None),
-    "sdpa_broadcast_batch": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (_r(3, 5, 8), _r(2, 3, 6, 8), _r(2, 3, 6, 8)), None),
+    "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8)), "aten._scaled_dot_product_fused_attention_overrideable.default"),
+    "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda: (_r(2, 2, 5, 8), _r(2, 2, 5, 8), _r(2, 2, 5, 8)), "aten._scaled_dot_product_fused_attention_overrideable.default"),
+    "sdpa_bool_mask": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tril(torch.ones(5, 6, dtype=torch.bool)).to(q.device)), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8)), "aten._scaled_dot_product_fused_attention_overrideable.default"),
+    "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), lambda: (_r(2, 2, 5, 8), _r(2, 2, 6, 8), _r(2, 2, 6, 8), _r(5, 6)), "aten._scaled_dot_product_fused_attention_overrideable.default"),
+    "sdpa_broadcast_batch": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (_r(3, 5, 8), _r(2, 3, 6, 8), _r(2, 3, 6, 8)), "aten.bmm.default"),  # a 3-d query: the math path
     "to_dtype": (lambda a: a.to(torch.float16).to(torch.float32), lambda: (_r(4, 5),), "aten._to_copy.default"),
 }
 
@@ -78,22 +78,26 @@ def test_op_matches_cpu(name, dtype, track):
     got = fn(*[t.to("neuron") for t in inputs])
     wants = want if isinstance(want, tuple) else (want,)
     gots = got if isinstance(got, tuple) else (got,)
+    assert len(gots) == len(wants)
     for g, w in zip(gots, wants):
         assert g.device.type == "neuron"
         assert g.dtype == w.dtype and g.shape == w.shape
         torch.testing.assert_close(g.cpu(), w, **(TOL[dtype] if w.is_floating_point() else {}))
     assert torch_neuronx.get_fallback_ops() == {}, torch_neuronx.get_fallback_ops()
-    if must_run:
-        assert must_run in torch_neuronx.get_executed_ops(), torch_neuronx.get_executed_ops()
+    assert must_run in torch_neuronx.get_executed_ops(), torch_neuronx.get_executed_ops()
 
 
-def test_integer_ops_are_exact():
+def test_integer_ops_are_exact(track):
     a = torch.tensor([7, -7, 9, -2**40], dtype=torch.int64)
     b = torch.tensor([2, 2, -4, 3], dtype=torch.int64)
     da, db = a.to("neuron"), b.to("neuron")
-    for f in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x // y, lambda x, y: x % y,
-              lambda x, y: torch.div(x, y, rounding_mode="trunc"), lambda x, y: x / y, lambda x, y: x.sum() + y):
-        assert torch.equal(f(da, db).cpu(), f(a, b))
+    for f, op in ((lambda x, y: x + y, "aten.add.Tensor"), (lambda x, y: x * y, "aten.mul.Tensor"),
+                  (lambda x, y: x // y, "aten.floor_divide.default"), (lambda x, y: x % y, "aten.remainder.Tensor"),
+                  (lambda x, y: torch.div(x, y, rounding_mode="trunc"), "aten.div.Tensor_mode"),
+                  (lambda x, y: x / y, "aten.div.Tensor"), (lambda x, y: x.sum() + y, "aten.sum.default")):
+        got, want = f(da, db), f(a, b)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+        assert op in track.get_executed_ops(), op
 
 
 def test_executable_is_reused_for_a_seen_signature(track):
@@ -125,11 +129,13 @@ def test_data_dependent_shapes_run_on_the_device(track):
     assert "aten.nonzero_static.default" in track.get_executed_ops()
 
 
-def test_complex64_elementwise():
+def test_complex64_elementwise(track):
     a = torch.randn(4, dtype=torch.complex64)
     b = torch.randn(4, dtype=torch.complex64)
-    got = (a.to("neuron") * b.to("neuron") + 1).cpu()
-    torch.testing.assert_close(got, a * b + 1)
+    got = a.to("neuron") * b.to("neuron") + 1
+    assert got.dtype == torch.complex64
+    torch.testing.assert_close(got.cpu(), a * b + 1)
+    assert {"aten.mul.Tensor", "aten.add.Tensor"} <= set(track.get_executed_ops())
 
 
 def test_repeat_interleave_with_tensor_repeats(track):
@@ -158,7 +164,7 @@ def test_multinomial_draws_on_the_device_with_the_right_law(track):
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-def test_lazy_conjugate_and_ifft():
+def test_lazy_conjugate_and_ifft(track):
     c = torch.randn(4, dtype=torch.complex64)
     d = c.to("neuron")
     assert torch.equal(d.conj().cpu(), c.conj())
@@ -170,6 +176,7 @@ def test_lazy_conjugate_and_ifft():
     x = torch.randn(8)
     torch.testing.assert_close(torch.fft.ifft(x.to("neuron")).cpu(), torch.fft.ifft(x))
     torch.testing.assert_close(torch.fft.ihfft(x.to("neuron")).cpu(), torch.fft.ihfft(x))
+    assert {"aten.mul_.Tensor", "aten._fft_r2c.default"} <= set(track.get_executed_ops())
 
 
 def test_embedding_max_norm_renormalizes_rows_in_place():
@@ -184,18 +191,23 @@ def test_embedding_max_norm_renormalizes_rows_in_place():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-def test_softmax_of_an_empty_tensor():
+def test_softmax_of_an_empty_tensor(track):
     x = torch.empty(5, 0, 3)
-    assert torch.equal(torch.softmax(x.to("neuron"), -1).cpu(), torch.softmax(x, -1))
+    got = torch.softmax(x.to("neuron"), -1)
+    assert got.device.type == "neuron" and torch.equal(got.cpu(), torch.softmax(x, -1))
+    assert "aten._softmax.default" in track.get_executed_ops()
 
 
-def test_bool_scatter_add_is_logical_or():
+def test_bool_scatter_add_is_logical_or(track):
     x = torch.zeros(10, 5, dtype=torch.bool)
     idx = torch.randint(0, 10, (5, 5))
     src = torch.rand(5, 5) > 0.5
-    for f in (lambda a, i, s: a.scatter_add(0, i, s), lambda a, i, s: a.scatter(0, i, s, reduce="add"),
-              lambda a, i, s: torch.ones_like(a).scatter(0, i, s, reduce="multiply")):
-        assert torch.equal(f(x.to("neuron"), idx.to("neuron"), src.to("neuron")).cpu(), f(x, idx, src))
+    for f, op in ((lambda a, i, s: a.scatter_add(0, i, s), "aten.scatter_add.default"),
+                  (lambda a, i, s: a.scatter(0, i, s, reduce="add"), "aten.scatter.reduce"),
+                  (lambda a, i, s: torch.ones_like(a).scatter(0, i, s, reduce="multiply"), "aten.scatter.reduce")):
+        got, want = f(x.to("neuron"), idx.to("neuron"), src.to("neuron")), f(x, idx, src)
+        assert got.dtype == torch.bool and torch.equal(got.cpu(), want)
+        assert op in track.get_executed_ops()
 
 
 def test_equal_returns_a_python_bool(track):
