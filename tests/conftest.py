@@ -28,6 +28,20 @@ def pytest_configure(config):
     )
 
 
+_tally = {"device": 0, "device_no_fallback": 0, "opted_out": 0}
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(
+        f"neuron: {_tally['device']} tests allocated device memory in this process (subprocesses not "
+        f"counted), {_tally['device_no_fallback']} of them under the no-fallback policy; "
+        f"{_tally['opted_out']} tests opted out (cpu_fallback)")
+
+
+def _allocations() -> int:
+    return sum(torch.neuron.memory_stats(i)["num_alloc"] for i in range(torch.neuron.device_count()))
+
+
 @pytest.fixture(autouse=True)
 def _no_cpu_fallback(request, monkeypatch):
     """Every test runs with the CPU fallback as an error and starts with clear op tracking; after it,
@@ -36,7 +50,12 @@ def _no_cpu_fallback(request, monkeypatch):
     opted_out = request.node.get_closest_marker("cpu_fallback") is not None
     monkeypatch.setenv(FALLBACK_ENV, "warn" if opted_out else "error")
     torch_neuronx.clear_op_tracking()
+    allocations = _allocations()
     yield
+    used_device = _allocations() > allocations
+    _tally["device"] += used_device
+    _tally["device_no_fallback"] += used_device and not opted_out
+    _tally["opted_out"] += opted_out
     if not opted_out:
         ran, refused = torch_neuronx.get_fallback_ops(), torch_neuronx.metrics.get_refused_fallbacks()
         assert not ran and not refused, f"CPU fallback: ran {ran}, refused {refused}"
