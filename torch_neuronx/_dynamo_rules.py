@@ -11,6 +11,7 @@ import sys
 
 SKIPPED = ("torch_neuronx", "jax", "jaxlib")
 _TRACE_RULES = "torch._dynamo.trace_rules"
+_REGISTRY = "torch._dynamo.backends.registry"
 _done = False
 
 
@@ -23,11 +24,33 @@ def _apply(trace_rules) -> None:
         trace_rules.add(name)
 
 
+_registering = False
+
+
+def _register_backend(registry) -> None:
+    """Left to its entry point, the backend is loaded on the first torch.compile(backend="neuron"),
+    and that lazy load races: two threads compiling at once both register it and the second fails
+    with "duplicate name: neuron". Registered as the registry is imported, it is never lazy."""
+    global _registering
+    if _registering or "neuron" in registry._COMPILER_FNS:
+        return
+    _registering = True  # importing .compile calls install() again
+    from .compile import neuron_backend
+
+    registry.register_backend(compiler_fn=neuron_backend, name="neuron")
+
+
+_HOOKS = {_TRACE_RULES: _apply, _REGISTRY: _register_backend}
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Runs `_apply` right after torch._dynamo.trace_rules finishes importing."""
+    """Runs each hook right after its torch._dynamo module finishes importing."""
+
+    def __init__(self, pending):
+        self.pending = set(pending)
 
     def find_spec(self, name, path, target=None):
-        if name != _TRACE_RULES:
+        if name not in self.pending:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -36,16 +59,24 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_and_apply(module):
             exec_module(module)
-            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-            _apply(module)
+            self.pending.discard(name)
+            if not self.pending:
+                sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+            _HOOKS[name](module)
 
         spec.loader.exec_module = exec_and_apply
         return spec
 
 
 def install() -> None:
-    module = sys.modules.get(_TRACE_RULES)
-    if module is not None and hasattr(module, "add"):
-        _apply(module)
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    if any(isinstance(f, _Finder) for f in sys.meta_path):
+        return  # hooks still waiting for their modules
+    pending = []
+    for name, hook in _HOOKS.items():
+        module = sys.modules.get(name)
+        if module is None:
+            pending.append(name)
+        elif hasattr(module, "add") or hasattr(module, "register_backend"):  # fully imported
+            hook(module)
+    if pending:
+        sys.meta_path.insert(0, _Finder(pending))

@@ -74,12 +74,13 @@ class GraphProgram:
         self.random = any(_is_random(n) for n in self.nodes)
         self.executables: dict[tuple, "_Executable"] = {}
         self.structure = _structure_key(gm)
+        self.host_failures = []  # (node, exception) of host-run ops that raised during a launch
 
     # ------------------------------------------------------------------------------------------
     # Calling
 
     def __call__(self, *args):
-        if storage._C._pending_events():
+        if storage._C._pending_events() or storage.applying:
             storage.sync()
         inputs, arrays, statics, sig, device = self._inputs(args)
         exe = self.executables.get(sig)
@@ -97,9 +98,16 @@ class GraphProgram:
         if self.random:
             extra.append(_GenSlot(None).draw(device.index))
         metrics.graph_executed(self.name)
+        if self.host_failures:
+            self.host_failures.clear()
         try:
             outs = exe.fn(*arrays, *extra)
         except Exception as e:
+            if self.host_failures:  # an op run on the host raised: name it, with its own error
+                node, err = self.host_failures.pop()
+                raise NEFFExecutionError(
+                    f"graph {self.name}: op {node.target} (node '{node.name}'): {type(err).__name__}: {err}"
+                ) from err
             raise NEFFExecutionError(f"graph {self.name}: the executable failed: {type(e).__name__}: {e}") from e
         return exe.finish(self, args, inputs, outs, device)
 
@@ -111,7 +119,7 @@ class GraphProgram:
                 if a.device.type == "neuron" and device is None:
                     device = a.device
         if device is None:
-            device = torch.device("neuron", torch.neuron.current_device())
+            device = self._traced_device()
         for ph, a in zip(self.placeholders, args):
             if isinstance(a, torch.Tensor):
                 t = a
@@ -136,6 +144,15 @@ class GraphProgram:
                 sig.append(("static", a))
         sig.append(device.index)
         return inputs, arrays, statics, tuple(sig), device
+
+    def _traced_device(self):
+        """The device of a graph with no neuron tensor input: the one its values were traced on
+        (a factory's `device="neuron:1"`), else the current device."""
+        for node in self.nodes:
+            for v in _vals(node.meta.get("val")):
+                if isinstance(v, torch.Tensor) and v.device.type == "neuron" and v.device.index is not None:
+                    return v.device
+        return torch.device("neuron", torch.neuron.current_device())
 
     # ------------------------------------------------------------------------------------------
     # Compiling
@@ -425,6 +442,8 @@ class _Tracer:
         vals = _vals(val)
         specs = [jax.ShapeDtypeStruct(tuple(v.shape), to_numpy_dtype(v.dtype)) for v in vals]
 
+        program = self.program
+
         def on_host(*host_arrays):
             metrics.fell_back(name)
             filled = list(leaves)
@@ -432,7 +451,11 @@ class _Tracer:
                 filled[i] = transfer.numpy_to_torch(np.array(a))
             cargs, ckwargs = jax.tree_util.tree_unflatten(treedef, filled)
             ckwargs = {k: (torch.device("cpu") if isinstance(v, torch.device) else v) for k, v in ckwargs.items()}
-            out = op(*cargs, **ckwargs)
+            try:
+                out = op(*cargs, **ckwargs)
+            except Exception as e:  # jax reports it as a callback failure; the caller names the op
+                program.host_failures.append((node, e))
+                raise
             return tuple(transfer.torch_to_numpy(o.contiguous()) for o in _vals(out))
 
         outs = jax.pure_callback(on_host, tuple(specs), *[leaves[i] for i in arr_pos])

@@ -12,6 +12,7 @@ shape checks and error messages, its result dtypes and its output strides.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as _np
@@ -199,7 +200,7 @@ def _default_device(op_spec, args, kwargs):
 
 
 def run(spec: OpSpec, args: tuple, kwargs: dict):
-    if _pending_frees():
+    if _pending_frees() or storage.applying:
         _sync()
     call = _Call()
     kinds = spec.kinds
@@ -241,7 +242,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         else:
             arr = _scalar_arrays.get((call.device, type(s), s))
             inputs.append(_scalar_array(s, call.device) if arr is None else arr)
-    outs = entry.fn(*inputs)
+    try:
+        outs = entry.fn(*inputs)
+    except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
+        raise _launch_error(spec.name, e) from e
     if entry.checks:
         return _finish_checked(spec, args, kwargs, call, entry, outs)
     return _finish(spec, args, kwargs, call, entry, outs)
@@ -260,6 +264,13 @@ def _scalar_array(value, device: int):
     arr = jax.device_put(jnp.asarray(value), jax_device(device))
     _scalar_arrays[(device, type(value), value)] = arr
     return arr
+
+
+def _launch_error(op_name: str, e: Exception) -> Exception:
+    text = f"{type(e).__name__}: {e}"
+    if "RESOURCE_EXHAUSTED" in text:  # CUDA's type: a RuntimeError, as the CPU's allocator raises
+        return torch.OutOfMemoryError(f"{op_name}: neuron out of memory: {text}")
+    return RuntimeError(f"{op_name}: the executable failed: {text}")
 
 
 def _finish_checked(spec, args, kwargs, call, entry, outs):
@@ -347,7 +358,29 @@ def _to_meta(value, device_index):
     return value
 
 
+_import_lock = threading.Lock()
+_imported = False
+
+
+def _import_meta_dependencies() -> None:
+    """PyTorch's Python meta kernels import torch._dynamo on their first call. Left to them, that
+    import races with a torch.compile running in another thread (which enters the same import cycle
+    through torch._inductor): a deadlock, or an ImportError from a half-initialized module, that can
+    break the process for good. Import it once, under a lock, in torch.compile's own order, so a
+    concurrent torch.compile waits on the same first module instead of closing a cycle."""
+    global _imported
+    if _imported:
+        return
+    with _import_lock:
+        if not _imported:
+            import torch._inductor.compiler_bisector  # noqa: F401  (torch.compile's first import)
+            import torch._dynamo  # noqa: F401
+
+            _imported = True
+
+
 def _meta_call(spec, args, kwargs, device_index):
+    _import_meta_dependencies()
     margs = [_to_meta(a, device_index) for a in args]
     mkwargs = {k: _to_meta(v, device_index) for k, v in kwargs.items()}
     if "device" in spec.arg_names and "device" not in mkwargs:

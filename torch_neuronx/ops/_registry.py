@@ -9,8 +9,9 @@ that vary from call to call, such as a random op's bounds). A random op whose sc
 Generator (native_dropout) asks for a key with `rng=True`: it comes as an extra last argument,
 drawn from the device's default generator. Every other argument (int, int[], float, bool, str, ScalarType,
 Device...) arrives as the Python value; a `Generator?` argument arrives as a jax PRNG key drawn
-from the device generator. A lowering returns a jax array, or a tuple for several returns; the
-caller casts each to the dtype PyTorch's type promotion gives, so lowerings need not.
+from the device generator. A lowering returns a jax array, or a tuple for several returns, each in
+the dtype PyTorch's meta kernel gives (tests/lowering_harness.py checks it; the callers still cast
+to the meta dtype, a no-op for a correct lowering).
 
 Only functional overloads are written here: in-place (`add_.Tensor`) and `out=` (`add.out`)
 variants are derived from them by rule (`eager`), not written twice. Ops that exist only in place
@@ -19,6 +20,7 @@ variants are derived from them by rule (`eager`), not written twice. Ops that ex
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Callable
 
 import torch
@@ -86,32 +88,34 @@ def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
 
 # ---- checks on values (out-of-range indices): computed inside the op's executable, raised by the caller
 
-_checks: list | None = None
+# The checks being collected, per thread: several threads may trace lowerings at once, and a check
+# one thread's trace makes must land in that trace (in another, it is lost: a silent clamp; or it
+# leaks a tracer into the other program).
+_state = threading.local()
 # Off only to measure what the checks cost (benchmarks/index_check.py): without them an
 # out-of-range index is silently clamped, a wrong answer.
 VALUE_CHECKS = True
 
 
 class CheckedCall:
-    """Collects the `require`s a lowering makes while it is traced."""
+    """Collects the `require`s a lowering makes while it is traced (on this thread)."""
 
     def __enter__(self):
-        global _checks
-        self._outer, _checks = _checks, []
-        self.checks = _checks
+        self._outer = getattr(_state, "checks", None)
+        self.checks = _state.checks = []
         return self
 
     def __exit__(self, *exc):
-        global _checks
-        _checks = self._outer
+        _state.checks = self._outer
         return False
 
 
 def require(ok, error: type[Exception], message: str) -> None:
     """Inside a lowering: `ok` (a traced bool) must hold, else the op raises `error(message)` as
     PyTorch's CPU kernel would (XLA itself would clamp an out-of-range index silently)."""
-    if _checks is not None and VALUE_CHECKS:
-        _checks.append((ok, error, message))
+    checks = getattr(_state, "checks", None)
+    if checks is not None and VALUE_CHECKS:
+        checks.append((ok, error, message))
 
 
 def require_in_range(index, size: int, error: type[Exception], message: str, allow_negative: bool) -> None:

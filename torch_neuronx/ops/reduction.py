@@ -214,22 +214,27 @@ def _softmax_backward_data(grad_output, output, dim, input_dtype):
     return undo(out.astype(to_numpy_dtype(input_dtype)))
 
 
+def _bool_result(self, r):
+    """all/any: bool, except for a uint8 input, where PyTorch keeps uint8 (0 or 1)."""
+    return r.astype(np.uint8) if np.dtype(self.dtype) == np.uint8 else r
+
+
 # all(Tensor self) -> Tensor
 @lower(aten.all.default)
 def all_default(self):
-    return jnp.all(self)
+    return _bool_result(self, jnp.all(self))
 
 
 # all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
 @lower(aten.all.dim)
 def all_dim(self, dim, keepdim):
-    return jnp.all(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+    return _bool_result(self, jnp.all(self, axis=_axes(dim, self.ndim), keepdims=keepdim))
 
 
 # all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 @lower(aten.all.dims)
 def all_dims(self, dim, keepdim):
-    return jnp.all(self, axis=_axes(dim, self.ndim, empty_means_all=False), keepdims=keepdim)
+    return _bool_result(self, jnp.all(self, axis=_axes(dim, self.ndim, empty_means_all=False), keepdims=keepdim))
 
 
 # amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
@@ -247,19 +252,19 @@ def amin(self, dim, keepdim):
 # any(Tensor self) -> Tensor
 @lower(aten.any.default)
 def any_default(self):
-    return jnp.any(self)
+    return _bool_result(self, jnp.any(self))
 
 
 # any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
 @lower(aten.any.dim)
 def any_dim(self, dim, keepdim):
-    return jnp.any(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+    return _bool_result(self, jnp.any(self, axis=_axes(dim, self.ndim), keepdims=keepdim))
 
 
 # any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
 @lower(aten.any.dims)
 def any_dims(self, dim, keepdim):
-    return jnp.any(self, axis=_axes(dim, self.ndim, empty_means_all=False), keepdims=keepdim)
+    return _bool_result(self, jnp.any(self, axis=_axes(dim, self.ndim, empty_means_all=False), keepdims=keepdim))
 
 
 # argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
@@ -415,8 +420,36 @@ def sum_default(self, dtype):
 @lower(aten.sum.dim_IntList)
 def sum_dim_intlist(self, dim, keepdim, dtype):
     out = _sum_out_dtype(self, dtype)
+    axes = _axes(dim, self.ndim)
+    if len(axes) == self.ndim and self.size > _WIDE_SUM_CHUNK and _widens_int(self.dtype, out):
+        total = _chunked_int_sum(self.reshape(-1), out)
+        return total.reshape((1,) * self.ndim if keepdim else ())
     x = self.astype(out).astype(_acc(out))
-    return jnp.sum(x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(out)
+    return jnp.sum(x, axis=axes, keepdims=keepdim).astype(out)
+
+
+# XLA's CPU backend does not fuse an integer widening into the reduction that follows it: the sum
+# of n bool/uint8 values into int64 first writes an 8n-byte int64 copy (17 GB for a 2**31-element
+# mask, and `nonzero` counts with such a sum). Large whole-tensor integer sums therefore run as a
+# loop over chunks, each widened on its own; exact (integer addition is associative).
+_WIDE_SUM_CHUNK = 1 << 22
+
+
+def _widens_int(src, out) -> bool:
+    src, out = np.dtype(src), np.dtype(out)
+    return _is_int_like(src) and jnp.issubdtype(out, np.integer) and (src == np.bool_ or src.itemsize < out.itemsize)
+
+
+def _chunked_int_sum(flat, out):
+    n, chunk = flat.shape[0], _WIDE_SUM_CHUNK
+    full = n // chunk
+
+    def body(i, acc):  # a dynamic slice of the input itself: no copy of the whole input
+        part = lax.dynamic_slice(flat, (i * chunk,), (chunk,))
+        return acc + jnp.sum(part.astype(out), dtype=out)
+
+    total = lax.fori_loop(0, full, body, jnp.zeros((), out))
+    return total + jnp.sum(flat[full * chunk:].astype(out), dtype=out)
 
 
 # var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor

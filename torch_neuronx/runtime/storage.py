@@ -8,6 +8,8 @@ and moves; `sync()` applies them, in order, before each op.
 """
 from __future__ import annotations
 
+import threading
+
 from .. import _C
 
 # key -> flat jax array (1-D) of the dtype that last wrote it
@@ -15,18 +17,31 @@ BUFFERS: dict[int, object] = {}
 
 _FREE, _MOVE = 0, 1
 
+# Events are drained from the queue and then applied, in Python, by whichever thread syncs first.
+# While one thread applies them, the queue already looks empty to the others: they must wait (a MOVE
+# not applied yet reads as zeros, and a write made before it lands is overwritten), so callers check
+# `applying` as well as the queue, and appliers take turns.
+_lock = threading.Lock()
+applying = False
+
 
 def sync() -> None:
-    if not _C._pending_events():
+    global applying
+    if not _C._pending_events() and not applying:
         return
-    for kind, key, new_key, nbytes, _device in _C._drain_events():
-        if kind == _FREE:
-            BUFFERS.pop(key, None)
-        elif kind == _MOVE:
-            buf = BUFFERS.get(key)
-            if buf is not None and nbytes > 0:
-                keep = nbytes // buf.dtype.itemsize
-                BUFFERS[new_key] = buf if keep >= buf.shape[0] else buf[:keep]
+    with _lock:
+        applying = True
+        try:
+            for kind, key, new_key, nbytes, _device in _C._drain_events():
+                if kind == _FREE:
+                    BUFFERS.pop(key, None)
+                elif kind == _MOVE:
+                    buf = BUFFERS.get(key)
+                    if buf is not None and nbytes > 0:
+                        keep = nbytes // buf.dtype.itemsize
+                        BUFFERS[new_key] = buf if keep >= buf.shape[0] else buf[:keep]
+        finally:
+            applying = False
 
 
 def live_buffers() -> int:
