@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 import torch_neuronx
+from lowering_harness import tolerance
 
 
 def _to(x, device):
@@ -24,8 +25,10 @@ def _flat(x):
     return []
 
 
-def check_device(fn, *args, atol=None, rtol=None, must_run=None, allow_fallback=(), **kwargs):
-    """fn(*args) on the CPU vs fn on neuron copies of the tensors in args: same dtype, shape, values.
+def check_device(fn, *args, atol=None, rtol=None, family=None, must_run=None, allow_fallback=(), **kwargs):
+    """fn(*args) on the CPU vs fn on neuron copies of the tensors in args: same dtype, shape, values
+    (within atol/rtol if given, else the tests/tolerances.py entry `family` at each output's dtype,
+    else torch's defaults).
 
     must_run: ATen op names (e.g. "aten.convolution.default") that must have executed on the device.
     No CPU fallback may happen, except for the op names in allow_fallback."""
@@ -42,5 +45,5 @@ def check_device(fn, *args, atol=None, rtol=None, must_run=None, allow_fallback=
         assert g.device.type == "neuron", g.device
         assert g.dtype == w.dtype, (g.dtype, w.dtype)
         assert g.shape == w.shape, (g.shape, w.shape)
-        torch.testing.assert_close(g.cpu(), w, atol=atol, rtol=rtol, equal_nan=True)
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, **tolerance(w, atol, rtol, family))
     return got

@@ -8,6 +8,7 @@ import torch
 import torch_neuronx
 import torch_neuronx.compile
 from torch_neuronx import neuron_dynamo_backend as ndb
+from tolerances import tol
 from test_models import _to, flux2_inputs, flux2_transformer, qwen3, qwen3_inputs, rel_err
 
 
@@ -251,7 +252,7 @@ def test_training_three_steps_match_cpu():
             loss.backward()
             opt.step()
     for a, b in zip(mc.parameters(), mn.parameters()):
-        torch.testing.assert_close(b.cpu(), a, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(b.cpu(), a, **tol("compiled_training", torch.float32))
     kinds = sorted(g["kind"] for g in torch.neuron.get_dynamo_metrics()["graphs"])
     assert kinds == ["backward", "forward"]
 
@@ -429,4 +430,4 @@ def test_autocast_inside_a_compiled_region():
         is_bf16, got = torch.compile(lambda x: f(mn, x), backend="neuron", fullgraph=True)(x.to("neuron"))
         _, want = f(m, x)
     assert is_bf16
-    torch.testing.assert_close(got.cpu(), want, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(got.cpu(), want)  # measured identical: one bfloat16 rounding on both sides

@@ -16,8 +16,9 @@ def test_autocast_runs_matmuls_in_bfloat16_and_sensitive_ops_in_float32():
         e = torch.exp(y)
     assert y.dtype == torch.bfloat16 and e.dtype == torch.float32
     want = F.linear(x.bfloat16(), lin.weight.bfloat16(), lin.bias.bfloat16())
-    torch.testing.assert_close(y.cpu(), want, rtol=1.6e-2, atol=1e-2)
-    torch.testing.assert_close(e.cpu(), torch.exp(want.float()), rtol=1.6e-2, atol=1e-2)
+    # both sides round one float32-accumulated product to bfloat16: measured identical (4 seeds)
+    torch.testing.assert_close(y.cpu(), want)
+    torch.testing.assert_close(e.cpu(), torch.exp(want.float()))
     assert torch.neuron.get_amp_supported_dtype() == [torch.bfloat16, torch.float16]
 
 

@@ -10,12 +10,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from lowering_harness import check_lowering, run_lowering, to_jax, to_torch  # noqa: E402
+from tolerances import EXACT  # noqa: E402
 from torch_neuronx._jax import jax  # noqa: E402
 from torch_neuronx.ops import LOWERINGS  # noqa: E402
 from torch_neuronx.ops import random as rnd  # noqa: E402
 
 aten = torch.ops.aten
-BF16 = dict(atol=1e-2, rtol=1e-2)
 F32 = torch.float32
 BF = torch.bfloat16
 
@@ -39,11 +39,12 @@ def randint(*shape, lo=-20, hi=20, dtype=torch.int32, seed=0):
 SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0])
 
 
-def check_float(op, *args, **kwargs):
-    """f32 as is; bf16 with bf16 tolerance (tensor args converted)."""
-    check_lowering(op, *args, **kwargs)
+def check_float(op, *args, family=None, **kwargs):
+    """float32 as is, then bfloat16 (tensor args converted); torch's default tolerances for each, or
+    tests/tolerances.py's entry `family` where PyTorch's 16-bit CPU kernel rounds intermediates."""
+    check_lowering(op, *args, family=family, **kwargs)
     bf = [a.to(BF) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-    check_lowering(op, *bf, **BF16, **kwargs)
+    check_lowering(op, *bf, family=family, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,14 +122,14 @@ def test_add_sub(name):
     op = getattr(aten, name)
     a, b = randn(3, 1, 4), randn(1, 5, 4, seed=1)
     check_float(op.Tensor, a, b)
-    check_float(op.Tensor, a, b, alpha=2.5)
+    check_float(op.Tensor, a, b, alpha=2.5, family="add_alpha")
     check_float(op.Scalar, a, 0.3, 2)
     check_lowering(op.Tensor, randint(3, 4), randint(3, 4, seed=1, dtype=torch.int64), alpha=3)
     check_lowering(op.Tensor, randint(3, 4, lo=0, hi=255, dtype=torch.uint8), randint(4, lo=0, hi=255, dtype=torch.uint8))
     check_lowering(op.Tensor, randint(3, 4), 2.5)  # int tensor + float scalar -> float32
     check_lowering(op.Tensor, a, torch.tensor(1.25, dtype=torch.float64))  # 0-d f64 does not widen
     check_lowering(op.Tensor, randint(4), torch.tensor(1.5, dtype=torch.float64))  # but widens ints to f64
-    check_lowering(op.Tensor, a.to(BF), torch.tensor(0.1), **BF16)
+    check_lowering(op.Tensor, a.to(BF), torch.tensor(0.1))  # 0.1 rounded to bfloat16 first, as the CPU
     check_lowering(op.Scalar, randint(3, 4, dtype=torch.int8), 7, 1)
 
 
@@ -215,8 +216,8 @@ def test_pow_tensor_tensor():
 @pytest.mark.parametrize("exponent", [0, 2, 3, 0.5, -0.5, -1, -2, 2.5, -3, 40, 3.0, 17])
 def test_pow_tensor_scalar(exponent):
     x = torch.cat([randn(20, scale=2.0), SPECIAL])
-    check_lowering(aten.pow.Tensor_Scalar, x, exponent, rtol=2e-6, atol=1e-6)
-    check_lowering(aten.pow.Tensor_Scalar, x.to(BF), exponent, **BF16)
+    check_lowering(aten.pow.Tensor_Scalar, x, exponent)
+    check_lowering(aten.pow.Tensor_Scalar, x.to(BF), exponent)
 
 
 def test_pow_int_and_scalar_base():
@@ -229,7 +230,7 @@ def test_pow_int_and_scalar_base():
     check_lowering(aten.pow.Scalar, 2, randint(8, lo=0, hi=20))
     check_lowering(aten.pow.Scalar, 2.0, randn(8))
     check_lowering(aten.pow.Scalar, -2.0, torch.tensor([1.0, 2.0, 3.0, 0.5, -1.0]))
-    check_lowering(aten.pow.Scalar, 1.5, randn(6).to(BF), **BF16)
+    check_lowering(aten.pow.Scalar, 1.5, randn(6).to(BF))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,8 +250,8 @@ def test_activations():
     check_float(aten.hardtanh.default, x, -1, 1)
     check_float(aten.hardtanh.default, x, 0.0, 6.0)
     check_lowering(aten.hardtanh.default, randint(10), -3, 4)
-    check_float(aten.logit.default, rand(20, lo=0.001, hi=0.999))
-    check_float(aten.logit.default, rand(20), 0.1)
+    check_float(aten.logit.default, rand(20, lo=0.001, hi=0.999), family="logit")
+    check_float(aten.logit.default, rand(20), 0.1, family="logit")
     check_lowering(aten.logit.default, torch.tensor([-0.5, 0.0, 1.0, 1.5, float("nan")]))
     check_lowering(aten.logit.default, torch.tensor([-0.5, 0.0, 1.0, 1.5, float("nan")]), 0.05)
     for name in ("relu", "silu", "mish", "sigmoid", "hardsigmoid", "hardswish"):
@@ -463,7 +464,7 @@ def test_linspace():
     check_lowering(aten.linspace.default, 0, 10, 4, dtype=torch.int32)
     check_lowering(aten.linspace.default, 0, 1, 1)
     check_lowering(aten.linspace.default, 0, 1, 0)
-    check_lowering(aten.linspace.default, -1, 1, 33, dtype=BF, **BF16)
+    check_lowering(aten.linspace.default, -1, 1, 33, dtype=BF)
     check_lowering(aten.linspace.default, -1, 1, 9, dtype=torch.float64)
     check_lowering(aten.linspace.Tensor_Tensor, torch.tensor(1.0), torch.tensor(4.0), 13)
     check_lowering(aten.linspace.Tensor_Scalar, torch.tensor(1.0), 4, 5)
@@ -721,3 +722,26 @@ def test_result_dtype_matches_torch():
                 continue
             got = result_dtype(ja, jb)
             assert got == to_numpy_dtype(want), (ka, a, kb, b, got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# 16-bit operands: a Scalar (or 0-dim tensor of another dtype) is converted to the result dtype first,
+# as TensorIterator converts it before PyTorch's CPU kernel runs (mul and div read its float value)
+
+
+@pytest.mark.parametrize("dtype", [BF, torch.float16])
+def test_low_precision_scalar_operands_rounded_like_the_cpu(dtype):
+    near = torch.linspace(-0.35, -0.25, 256).to(dtype)  # x + 0.3 cancels: the rounding of 0.3 shows
+    pos = torch.linspace(0.5, 3.0, 256).to(dtype)  # remainder by 0.3 jumps where 0.3's rounding moves a multiple
+    wide = torch.linspace(-3.0, 3.0, 256).to(dtype)
+    for op, args, kwargs in [
+        (aten.add.Scalar, (near, 0.3), {}), (aten.add.Tensor, (near, 0.3), {}),
+        (aten.add.Tensor, (near, torch.tensor(0.3)), {}), (aten.sub.Scalar, (near, -0.3), {}),
+        (aten.rsub.Scalar, (near, -0.3), {}), (aten.sub.Tensor, (near, pos), dict(alpha=0.3)),
+        (aten.add.Tensor, (near, pos), dict(alpha=0.3)), (aten.rsub.Tensor, (near, pos), dict(alpha=0.3)),
+        (aten.remainder.Scalar, (pos, 0.3), {}), (aten.fmod.Scalar, (pos, 0.3), {}),
+        (aten.remainder.Tensor, (wide, torch.tensor(0.3)), {}), (aten.fmod.Tensor, (wide, torch.tensor(-0.3)), {}),
+        (aten.atan2.default, (near, torch.tensor(0.3)), {}), (aten.hypot.default, (near, torch.tensor(0.3)), {}),
+        (aten.copysign.Scalar, (near, -0.3), {}), (aten.mul.Scalar, (pos, 0.3), {}),
+    ]:
+        check_lowering(op, *args, **EXACT, **kwargs)

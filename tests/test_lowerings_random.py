@@ -15,6 +15,7 @@ import torch.nn.functional as F  # noqa: E402
 import torch_neuronx  # noqa: E402
 from device_harness import check_device  # noqa: E402
 from lowering_harness import check_lowering, run_lowering  # noqa: E402
+from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
@@ -27,9 +28,9 @@ def test_rrelu_eval(dtype):
     for lower, upper in ((0.125, 1 / 3), (0.1, 0.3), (0.0, 1.0)):
         want = aten.rrelu_with_noise(x, noise.clone(), lower, upper, False)
         got_out, got_noise = run_lowering(aten.rrelu_with_noise.default, x, noise, lower, upper, False)
-        torch.testing.assert_close(got_out, want, atol=0, rtol=0, equal_nan=True)
+        torch.testing.assert_close(got_out, want, **EXACT, equal_nan=True)
         assert torch.equal(got_noise, noise)  # eval mode leaves noise as it is
-        check_lowering(aten.rrelu_with_noise_functional.default, x, noise, lower, upper, False, atol=0, rtol=0)
+        check_lowering(aten.rrelu_with_noise_functional.default, x, noise, lower, upper, False, **EXACT)
 
 
 def test_rrelu_training():
@@ -37,13 +38,50 @@ def test_rrelu_training():
     x[0, 0] = 0.0
     x[0, 1] = NAN
     out, noise = run_lowering(aten.rrelu_with_noise.default, x, torch.empty_like(x), 0.1, 0.3, True)
-    neg = x <= 0
-    assert torch.equal(noise[~neg], torch.ones_like(noise[~neg]))
-    assert ((noise[neg] >= 0.1) & (noise[neg] < 0.3)).all()
-    torch.testing.assert_close(out, torch.where(neg, x * noise, x), equal_nan=True)
+    _check_rrelu_training(x, out, noise, 0.1, 0.3)
+    assert (noise[x <= 0] < 0.3).all()  # float32: the slope itself, below upper
+    for dtype in (torch.bfloat16, torch.float64):
+        xd = x.to(dtype)
+        out, noise = run_lowering(aten.rrelu_with_noise.default, xd, torch.empty_like(xd), 0.1, 0.3, True)
+        assert out.dtype == noise.dtype == dtype
+        if dtype == torch.bfloat16:
+            _check_rrelu_training(xd, out, noise, 0.1, 0.3)
+        else:  # float64 slopes are drawn in float64: out is x * noise exactly
+            neg = xd <= 0
+            assert torch.equal(out[neg], xd[neg] * noise[neg])
+            torch.testing.assert_close(out[~neg], xd[~neg], **EXACT, equal_nan=True)
     # another key, other slopes
     _, noise2 = run_lowering(aten.rrelu_with_noise.default, x, torch.empty_like(x), 0.1, 0.3, True, key_seed=1)
     assert not torch.equal(noise[neg], noise2[neg])
+
+
+def _products_rounding_to(x, noise):
+    """For each element, the smallest and largest value of round(x * r) over the slopes r that round to
+    `noise` in its dtype, computed on the CPU. rrelu multiplies by the float32 slope it draws and stores
+    that slope rounded (as PyTorch's CPU kernel does), so for float32 this is x * noise exactly; for
+    bfloat16 the output must lie in these bounds (rounding is monotonic, so the bounds are exact)."""
+    if noise.dtype == torch.float32:
+        p = x * noise
+        return p, p
+    n = noise.float()
+    below = torch.nextafter(noise, torch.tensor(-INF, dtype=noise.dtype)).float()
+    above = torch.nextafter(noise, torch.tensor(INF, dtype=noise.dtype)).float()
+    # the midpoints to the neighbours: exact in float32, the ends of the interval rounding to noise
+    a = (x.float() * ((n + below) / 2)).to(x.dtype)
+    b = (x.float() * ((n + above) / 2)).to(x.dtype)
+    return torch.minimum(a, b), torch.maximum(a, b)
+
+
+def _check_rrelu_training(x, out, noise, lower, upper):
+    """out and noise from the device (or the lowering), brought to the CPU: noise is 1 where x > 0
+    and a slope in [lower, upper) elsewhere; out is x where x > 0 and x times that slope elsewhere."""
+    neg = x <= 0
+    lo_t, hi_t = torch.tensor(lower, dtype=x.dtype), torch.tensor(upper, dtype=x.dtype)
+    assert torch.equal(noise[~neg], torch.ones_like(noise[~neg]))
+    assert ((noise[neg] >= lo_t) & (noise[neg] <= hi_t)).all()
+    torch.testing.assert_close(out[~neg], x[~neg], **EXACT, equal_nan=True)  # NaN is not <= 0: kept
+    lo, hi = _products_rounding_to(x[neg], noise[neg])
+    assert ((out[neg] >= lo) & (out[neg] <= hi)).all(), (x[neg], noise[neg], out[neg], lo, hi)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -57,30 +95,35 @@ def test_device_rrelu(dtype):
         out = aten.rrelu_with_noise(x, n, 0.1, 0.3, False)
         return out, n
 
-    check_device(written, x, torch.full((4, 5), 7.0).to(dtype))
-    # training: noise is written in place, the output is x * noise; nothing falls back
+    check_device(written, x, torch.full((4, 5), 7.0).to(dtype), must_run=["aten.rrelu_with_noise.default"])
+    # training: the slopes come from the device's generator, so the reference is computed on the CPU
+    # from the device's noise; nothing falls back (the conftest fixture checks)
+    x = torch.randn(40, 50).to(dtype)
+    x[0, :3] = torch.tensor([0.0, -0.0, NAN])
     d = x.to("neuron")
     noise = torch.empty_like(d)
     torch_neuronx.clear_op_tracking()
     out = aten.rrelu_with_noise(d, noise, 0.1, 0.3, True)
-    y = F.rrelu(d.clone(), training=True, inplace=True)
-    assert not torch_neuronx.get_fallback_ops(), torch_neuronx.get_fallback_ops()
-    o, n, xc = out.cpu().float(), noise.cpu().float(), x.float()
-    neg = xc <= 0
-    assert torch.equal(n[~neg], torch.ones_like(n[~neg]))
-    assert ((n[neg] >= 0.1) & (n[neg] <= 0.3)).all()
-    torch.testing.assert_close(o, torch.where(neg, xc * n, xc), atol=2e-2, rtol=2e-2)
-    assert y.shape == x.shape
+    assert "aten.rrelu_with_noise.default" in torch_neuronx.get_executed_ops()
+    assert out.dtype == noise.dtype == dtype
+    _check_rrelu_training(x, out.cpu(), noise.cpu(), 0.1, 0.3)
+    # the in-place module form (its noise is internal): out is x times a slope in [1/8, 1/3)
+    y = F.rrelu(d.clone(), training=True, inplace=True).cpu()
+    assert "aten.rrelu_with_noise_.default" in torch_neuronx.get_executed_ops()
+    neg = x <= 0
+    torch.testing.assert_close(y[~neg], x[~neg], **EXACT, equal_nan=True)
+    bounds = torch.stack([(x[neg].float() * (1 / 3)).to(dtype), (x[neg].float() * 0.125).to(dtype)])
+    assert ((y[neg] >= bounds.amin(0)) & (y[neg] <= bounds.amax(0))).all()
 
 
 def test_device_rrelu_training_backward():
     d = torch.randn(4, 5, device="neuron").requires_grad_()
-    torch_neuronx.clear_op_tracking()
     out = F.rrelu(d, 0.1, 0.3, training=True)
     (grad,) = torch.autograd.grad(out.sum(), d)
-    assert not torch_neuronx.get_fallback_ops(), torch_neuronx.get_fallback_ops()
+    assert "aten.rrelu_with_noise.default" in torch_neuronx.get_executed_ops()
     x, o, g = d.detach().cpu(), out.detach().cpu(), grad.cpu()
-    torch.testing.assert_close(o, x * g)  # the gradient is the slope used
+    # the gradient is the slope used (1 where x > 0): float32 x * slope, recomputed on the CPU, is exact
+    _check_rrelu_training(x, o, g, 0.1, 0.3)
 
 
 def test_native_dropout_backward_promotes_integral_grads():

@@ -13,13 +13,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, run_lowering  # noqa: E402
+from lowering_harness import check_lowering, run_lowering, tolerance  # noqa: E402
+from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
-BF = dict(atol=2e-2, rtol=2e-2)
-F32 = dict(atol=1e-5, rtol=1e-5)
-EXACT = dict(atol=0, rtol=0)
 
 
 
@@ -28,13 +26,9 @@ def randn(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
 
-def low(dtype):
-    return dtype in (torch.bfloat16, torch.float16)
-
-
-def check_vs_float32(op, *args, atol=1e-2, rtol=1e-2):
-    """A bfloat16/float16 op against PyTorch's float32 result rounded once (what the lowering
-    computes: float32 math, float32 accumulation), where PyTorch's CPU kernel rounds per step."""
+def check_vs_float32(op, *args):
+    """A bfloat16/float16 op against PyTorch's float32 result rounded once, bit for bit (what the
+    lowering computes: float32 math, float32 accumulation), where PyTorch's CPU kernel rounds per step."""
     dtype = next(a.dtype for a in args if isinstance(a, torch.Tensor))
     up = [a.float() if isinstance(a, torch.Tensor) else a for a in args]
     want = op(*up)
@@ -43,7 +37,7 @@ def check_vs_float32(op, *args, atol=1e-2, rtol=1e-2):
     gots = got if isinstance(got, tuple) else (got,)
     for w, g in zip(wants, gots):
         assert g.dtype == dtype
-        torch.testing.assert_close(g.float(), w.to(dtype).float(), atol=atol, rtol=rtol, equal_nan=True)
+        torch.testing.assert_close(g, w.to(dtype), **EXACT, equal_nan=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,16 +78,16 @@ def test_upsample_nearest_backward():
     x = [2, 3, 5, 7]
     for size, scales in NEAREST_2D[:-1] + [([100, 140], [None, None])]:
         g = randn(2, 3, *size)
-        tol = F32 if size[0] < 50 else dict(atol=1e-4, rtol=1e-4)  # hundreds of terms per sum
+        tol = dict(family="upsample_backward")  # (100x140: hundreds of terms per sum)
         check_lowering(aten.upsample_nearest2d_backward.default, g, size, x, *scales, **tol)
         check_lowering(aten._upsample_nearest_exact2d_backward.default, g, size, x, *scales, **tol)
     g1 = randn(2, 3, 13)
-    check_lowering(aten.upsample_nearest1d_backward.default, g1, [13], [2, 3, 9], 1.5, **F32)
-    check_lowering(aten._upsample_nearest_exact1d_backward.default, g1, [13], [2, 3, 9], None, **F32)
+    check_lowering(aten.upsample_nearest1d_backward.default, g1, [13], [2, 3, 9], 1.5)
+    check_lowering(aten._upsample_nearest_exact1d_backward.default, g1, [13], [2, 3, 9], None)
     g3 = randn(1, 2, 5, 7, 9)
-    check_lowering(aten.upsample_nearest3d_backward.default, g3, [5, 7, 9], [1, 2, 3, 4, 5], None, 1.8, 1.9, **F32)
+    check_lowering(aten.upsample_nearest3d_backward.default, g3, [5, 7, 9], [1, 2, 3, 4, 5], None, 1.8, 1.9)
     check_lowering(aten._upsample_nearest_exact3d_backward.default, g3, [5, 7, 9], [1, 2, 3, 4, 5], 1.7, None,
-                   None, **F32)
+                   None)
     # bfloat16 gradients accumulate in float32
     check_vs_float32(aten.upsample_nearest2d_backward.default, randn(2, 3, 11, 17, dtype=torch.bfloat16),
                      [11, 17], x, 2.3, 2.5)
@@ -117,22 +111,22 @@ INTERP_2D = [
                          ids=["bilinear", "bicubic"])
 def test_upsample_bilinear_bicubic2d(op, dtype):
     x = randn(2, 3, 5, 7, dtype=dtype)
-    tol = BF if low(dtype) else F32
+    # (bfloat16 too, at torch's default tolerance: float32 math rounded once on both sides)
     for size, scales in INTERP_2D if dtype != torch.float64 else INTERP_2D[1:2]:
         for align_corners in (False, True):
-            check_lowering(op, x, size, align_corners, *scales, **tol)
+            check_lowering(op, x, size, align_corners, *scales)
 
 
 def test_upsample_linear1d_trilinear3d():
     for dtype in (torch.float32, torch.bfloat16):
-        tol = BF if low(dtype) else F32
+        # (bfloat16 too, at torch's default tolerance: float32 math rounded once on both sides)
         x1 = randn(2, 3, 9, dtype=dtype)
         x3 = randn(1, 2, 3, 4, 5, dtype=dtype)
         for align_corners in (False, True):
             for size, scales in [([20], [None]), ([13], [1.5]), ([4], [None]), ([9], [1.3])]:
-                check_lowering(aten.upsample_linear1d.default, x1, size, align_corners, *scales, **tol)
+                check_lowering(aten.upsample_linear1d.default, x1, size, align_corners, *scales)
             for size, scales in [([6, 8, 10], [None] * 3), ([5, 7, 9], [1.7, 1.8, 1.9]), ([2, 3, 3], [None] * 3)]:
-                check_lowering(aten.upsample_trilinear3d.default, x3, size, align_corners, *scales, **tol)
+                check_lowering(aten.upsample_trilinear3d.default, x3, size, align_corners, *scales)
 
 
 def test_upsample_interp_uint8():
@@ -163,23 +157,23 @@ def test_upsample_interp_nonfinite():
     x[0, 0, 2, 3] = NAN
     x[0, 1, 4, 1] = INF
     for op in (aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default):
-        check_lowering(op, x, [12, 9], False, None, None, **F32)
-        check_lowering(op, x, [6, 7], True, None, None, **F32)
+        check_lowering(op, x, [12, 9], False, None, None)
+        check_lowering(op, x, [6, 7], True, None, None)
 
 
 def test_upsample_interp_backward():
     x = [2, 3, 5, 7]
     for size, scales in INTERP_2D[:-1] + [([100, 140], [None, None])]:
         g = randn(2, 3, *size)
-        tol = F32 if size[0] < 50 else dict(atol=3e-4, rtol=1e-4)  # hundreds of terms per sum
+        tol = dict(family="upsample_backward")  # (100x140: hundreds of terms per sum)
         for align_corners in (False, True):
             check_lowering(aten.upsample_bilinear2d_backward.default, g, size, x, align_corners, *scales, **tol)
             check_lowering(aten.upsample_bicubic2d_backward.default, g, size, x, align_corners, *scales, **tol)
     for align_corners in (False, True):
         check_lowering(aten.upsample_linear1d_backward.default, randn(2, 3, 13), [13], [2, 3, 9], align_corners,
-                       1.5, **F32)
+                       1.5)
         check_lowering(aten.upsample_trilinear3d_backward.default, randn(1, 2, 5, 7, 9), [5, 7, 9],
-                       [1, 2, 3, 4, 5], align_corners, 1.7, None, 1.9, **F32)
+                       [1, 2, 3, 4, 5], align_corners, 1.7, None, 1.9)
     check_vs_float32(aten.upsample_bilinear2d_backward.default, randn(2, 3, 11, 17, dtype=torch.bfloat16),
                      [11, 17], x, False, 2.3, 2.5)
 
@@ -198,13 +192,13 @@ def test_upsample_antialias(op, bwd):
     for size, scales, align_corners in [([5, 4], [None, None], False), ([3, 2], [None, None], True),
                                         ([34, 9], [None, None], False), ([6, 23], [0.37, None], True),
                                         ([17, 23], [None, None], False)]:
-        check_lowering(op, x, size, align_corners, *scales, **F32)
-        check_lowering(bwd, randn(2, 3, *size), size, list(x.shape), align_corners, *scales, **F32)
+        check_lowering(op, x, size, align_corners, *scales)
+        check_lowering(bwd, randn(2, 3, *size), size, list(x.shape), align_corners, *scales)
     check_lowering(op, x.double(), [6, 9], False, None, None)
     # outputs 1 wide: PyTorch's CPU kernel resamples the rows wrongly there, its transposed call is right
     got = run_lowering(op, x, [9, 1], False, None, None)
     want = op(x.transpose(2, 3).contiguous(), [1, 9], False, None, None).transpose(2, 3)
-    torch.testing.assert_close(got, want, **F32)
+    torch.testing.assert_close(got, want)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +232,7 @@ def test_padding(key):
     x = randn(*SHAPES[nd])
     for pad in PADS[nd][::2] + PADS[nd][-1:]:
         g = randn(*op(x, pad).shape)
-        check_lowering(bwd, g, x, pad, **F32)
+        check_lowering(bwd, g, x, pad)
     xb = randn(*SHAPES[nd], dtype=torch.bfloat16)
     pad = PADS[nd][-2]
     check_vs_float32(bwd, randn(*op(xb, pad).shape, dtype=torch.bfloat16), xb, pad)
@@ -276,13 +270,13 @@ def test_grid_sampler_2d(mode):
     grid = _grid(2, 4, 6)
     for padding in PADDING_MODES.values():
         for align_corners in (False, True):
-            check_lowering(aten.grid_sampler_2d.default, x, grid, MODES[mode], padding, align_corners, **F32)
+            check_lowering(aten.grid_sampler_2d.default, x, grid, MODES[mode], padding, align_corners)
     x64, grid64 = x.double(), grid.double()
     check_lowering(aten.grid_sampler_2d.default, x64, grid64, MODES[mode], 2, False)
     # NaN coordinates: zeros padding reads nothing, border/reflection clamp them to 0
     grid[1, 1, 1, 0] = NAN
     for padding in (0, 2):
-        check_lowering(aten.grid_sampler_2d.default, x, grid, MODES[mode], padding, False, **F32)
+        check_lowering(aten.grid_sampler_2d.default, x, grid, MODES[mode], padding, False)
     # bfloat16: float32 coordinate math, rounded once (PyTorch's CPU kernel rounds every step)
     xb, gb = randn(1, 2, 6, 5, dtype=torch.bfloat16), _grid(1, 3, 4, dtype=torch.bfloat16)
     check_vs_float32(aten.grid_sampler_2d.default, xb, gb, MODES[mode], 1, False)
@@ -298,13 +292,13 @@ def test_grid_sampler_2d_backward(mode, none_ok):
             want = aten.grid_sampler_2d_backward(gy, x, grid, MODES[mode], padding, align_corners, [True, True])
             got = none_ok(aten.grid_sampler_2d_backward.default, gy, x, grid, MODES[mode], padding, align_corners,
                           [True, True])
-            torch.testing.assert_close(got[0], want[0], **F32)
-            torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(got[0], want[0])
+            torch.testing.assert_close(got[1], want[1], **tolerance(want[1], family="grid_sample_backward"))
     # input gradient not wanted: undefined, as PyTorch returns it; the grid gradient is still computed
     got = none_ok(aten.grid_sampler_2d_backward.default, gy, x, grid, MODES[mode], 0, False, [False, True])
     want = aten.grid_sampler_2d_backward(gy, x, grid, MODES[mode], 0, False, [False, True])
     assert got[0] is None and want[0] is None
-    torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], want[1], **tolerance(want[1], family="grid_sample_backward"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +322,7 @@ def test_grid_sampler_3d(mode):
     for padding in PADDING_MODES.values():
         for align_corners in (False, True):
             # (weights and sums agree to an ulp: the CPU build may contract a * b + c into an fma)
-            check_lowering(aten.grid_sampler_3d.default, x, grid, MODES[mode], padding, align_corners, **F32)
+            check_lowering(aten.grid_sampler_3d.default, x, grid, MODES[mode], padding, align_corners)
     check_lowering(aten.grid_sampler_3d.default, x.double(), grid.double(), MODES[mode], 2, False)
     # bfloat16: float32 math, rounded once (PyTorch's CPU kernel rounds every step)
     xb, gb = randn(1, 2, 3, 4, 5, dtype=torch.bfloat16), _grid3d(1, 2, 3, 4, dtype=torch.bfloat16)
@@ -345,8 +339,8 @@ def test_grid_sampler_3d_backward(none_ok):
                                          (1, 2, True)]:
         want = aten.grid_sampler_3d_backward(gy, x, grid, mode, padding, align_corners, [True, True])
         got = none_ok(aten.grid_sampler_3d_backward.default, gy, x, grid, mode, padding, align_corners, [True, True])
-        torch.testing.assert_close(got[0], want[0], **F32)
-        torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got[0], want[0])
+        torch.testing.assert_close(got[1], want[1], **tolerance(want[1], family="grid_sample_backward"))
     got = none_ok(aten.grid_sampler_3d_backward.default, gy, x, grid, 0, 0, False, [False, True])
     assert got[0] is None
 
@@ -357,7 +351,7 @@ def test_device_grid_sample_3d():
     for mode in ("bilinear", "nearest"):
         for padding_mode in PADDING_MODES:
             _check_grads(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=False),
-                         x, grid, atol=1e-4, rtol=1e-4,
+                         x, grid, family="grid_sample_backward",
                          must_run=["aten.grid_sampler_3d.default", "aten.grid_sampler_3d_backward.default"])
 
 
@@ -417,24 +411,23 @@ INTERPOLATE = [
 def test_device_interpolate(case):
     kw, op = case
     x = randn(2, 3, 5, 7).requires_grad_()
-    _check_grads(lambda x: F.interpolate(x, **kw), x, must_run=[f"aten.{op}.default", f"aten.{op}_backward.default"],
-                 **F32)
+    _check_grads(lambda x: F.interpolate(x, **kw), x, must_run=[f"aten.{op}.default", f"aten.{op}_backward.default"])
 
 
 def test_device_interpolate_1d_3d_bfloat16():
     x1 = randn(2, 3, 9).requires_grad_()
-    _check_grads(lambda x: F.interpolate(x, scale_factor=1.6, mode="linear"), x1, **F32,
+    _check_grads(lambda x: F.interpolate(x, scale_factor=1.6, mode="linear"), x1,
                  must_run=["aten.upsample_linear1d.default", "aten.upsample_linear1d_backward.default"])
-    _check_grads(lambda x: F.interpolate(x, size=13), x1, **F32,
+    _check_grads(lambda x: F.interpolate(x, size=13), x1,
                  must_run=["aten.upsample_nearest1d.default", "aten.upsample_nearest1d_backward.default"])
     x3 = randn(1, 2, 3, 4, 5).requires_grad_()
     _check_grads(lambda x: F.interpolate(x, scale_factor=(1.5, 2, 0.6), mode="trilinear", align_corners=True),
-                 x3, **F32,
+                 x3,
                  must_run=["aten.upsample_trilinear3d.default", "aten.upsample_trilinear3d_backward.default"])
-    _check_grads(lambda x: F.interpolate(x, size=(5, 7, 9), mode="nearest-exact"), x3, **F32,
+    _check_grads(lambda x: F.interpolate(x, size=(5, 7, 9), mode="nearest-exact"), x3,
                  must_run=["aten._upsample_nearest_exact3d.default", "aten._upsample_nearest_exact3d_backward.default"])
     xb = randn(2, 3, 6, 5, dtype=torch.bfloat16)
-    check_device(lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear"), xb, **BF,
+    check_device(lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear"), xb,
                  must_run=["aten.upsample_bilinear2d.default"])
     check_device(lambda x: F.interpolate(x, scale_factor=2.2, mode="nearest"), xb,
                  must_run=["aten.upsample_nearest2d.default"])
@@ -461,7 +454,7 @@ def test_device_pad(mode):
         if mode != "constant":
             ops.append(f"aten.{name}_backward.default")
         x = randn(*shape).requires_grad_()
-        _check_grads(lambda x: F.pad(x, pad, mode=mode), x, must_run=ops, **F32)
+        _check_grads(lambda x: F.pad(x, pad, mode=mode), x, must_run=ops)
     check_device(lambda x: F.pad(x, (2, 2, 1, 1), mode=mode), torch.randint(0, 9, (2, 3, 4, 5)),
                  must_run=[f"aten.{names[mode].format(2)}.default"])
 
@@ -474,7 +467,7 @@ def test_device_grid_sample(mode, padding_mode):
     for align_corners in (False, True) if mode == "bilinear" else (padding_mode == "border",):
         _check_grads(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding_mode,
                                                 align_corners=align_corners),
-                     x, grid, atol=1e-4, rtol=1e-4,
+                     x, grid, family="grid_sample_backward",
                      must_run=["aten.grid_sampler_2d.default", "aten.grid_sampler_2d_backward.default"])
 
 
@@ -483,7 +476,7 @@ def test_device_grid_sample_affine_grid():
     theta = torch.tensor([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]], [[1.2, 0.0, 0.0], [0.0, 0.8, 0.3]]])
     grid = F.affine_grid(theta, [2, 3, 6, 7], align_corners=False)
     x = randn(2, 3, 8, 9).requires_grad_()
-    _check_grads(lambda x, g: F.grid_sample(x, g, align_corners=False), x, grid, atol=1e-4, rtol=1e-4,
+    _check_grads(lambda x, g: F.grid_sample(x, g, align_corners=False), x, grid, family="grid_sample_backward",
                  must_run=["aten.grid_sampler_2d.default", "aten.grid_sampler_2d_backward.default"])
 
 
@@ -503,14 +496,13 @@ def test_upsample_random_sweep():
             check_lowering(aten.upsample_nearest2d.default, x, [ho, wo], *scales, **EXACT)
             check_lowering(aten._upsample_nearest_exact2d.default, x, [ho, wo], *scales, **EXACT)
             for ac in (False, True):
-                check_lowering(aten.upsample_bilinear2d.default, x, [ho, wo], ac, *scales, **F32)
-                check_lowering(aten.upsample_bicubic2d.default, x, [ho, wo], ac, *scales, **F32)
+                check_lowering(aten.upsample_bilinear2d.default, x, [ho, wo], ac, *scales)
+                check_lowering(aten.upsample_bicubic2d.default, x, [ho, wo], ac, *scales)
             xu = (x * 60 + 128).clamp(0, 255).to(torch.uint8)
             check_lowering(aten.upsample_bilinear2d.default, xu, [ho, wo], False, *scales, **EXACT)
             if wo > 1:  # PyTorch's CPU antialias kernel is wrong for outputs 1 wide (test_upsample_antialias)
-                check_lowering(aten._upsample_bilinear2d_aa.default, x, [ho, wo], False, *scales, **F32)
+                check_lowering(aten._upsample_bilinear2d_aa.default, x, [ho, wo], False, *scales)
                 check_lowering(aten._upsample_bicubic2d_aa.default, xu, [ho, wo], False, *scales, **EXACT)
             g = torch.randn(1, 2, ho, wo, generator=gen)
-            check_lowering(aten.upsample_nearest2d_backward.default, g, [ho, wo], [1, 2, hi, wi], *scales, **F32)
-            check_lowering(aten.upsample_bilinear2d_backward.default, g, [ho, wo], [1, 2, hi, wi], False, *scales,
-                           **F32)
+            check_lowering(aten.upsample_nearest2d_backward.default, g, [ho, wo], [1, 2, hi, wi], *scales)
+            check_lowering(aten.upsample_bilinear2d_backward.default, g, [ho, wo], [1, 2, hi, wi], False, *scales)

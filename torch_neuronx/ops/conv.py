@@ -224,11 +224,12 @@ def _bn_forward(input, weight, bias, running_mean, running_var, training, moment
         new_mean = _bn_update(running_mean, mean, momentum)
         new_var = _bn_update(running_var, _bn_unbiased(var, input), momentum)
         return out, mean, invstd, new_mean, new_var
-    # eval: normalized with the running statistics, which stay as they are; the saved statistics
-    # are unused (the CPU returns empty tensors, the meta kernel (C,) ones: zeros)
+    # eval: normalized with the running statistics, which stay as they are. The saved statistics
+    # have the meta kernel's (C,) shape (the CPU's are empty): they are the running statistics, as
+    # CUDA and PyTorch's reference decomposition return them for devices other than the CPU
     mean = opmath(running_mean)
     invstd = lax.rsqrt(opmath(running_var) + eps)
-    return _bn_apply(input, weight, bias, mean, invstd), None, None, running_mean, running_var
+    return _bn_apply(input, weight, bias, mean, invstd), mean, invstd, running_mean, running_var
 
 
 def _bn_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask):
@@ -566,8 +567,8 @@ def _native_batch_norm_legit_functional(input, weight, bias, running_mean, runni
 # _native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
 @lower(aten._native_batch_norm_legit_no_training.default)
 def _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
-    out, _, _, _, _ = _bn_forward(input, weight, bias, running_mean, running_var, False, momentum, eps)
-    return out, None, None
+    out, mean, invstd, _, _ = _bn_forward(input, weight, bias, running_mean, running_var, False, momentum, eps)
+    return out, mean, invstd
 
 
 # avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
@@ -650,7 +651,8 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
         gx = gx if output_mask[0] else None
         gw = gw if output_mask[1] else None
     if output_mask[2]:
-        gb = jnp.sum(opmath(g), axis=(0,) + tuple(range(2, g.ndim)))
+        # summed in float32, returned in grad_output's dtype as the CPU kernel does
+        gb = jnp.sum(opmath(g), axis=(0,) + tuple(range(2, g.ndim))).astype(g.dtype)
     return gx, gw, gb
 
 

@@ -133,11 +133,18 @@ def _float_dtype(dt):
     return np.dtype(dt) if _is_floatlike(dt) else default_float()
 
 
-def _args(*xs, dt=None, compute=True):
-    """Operands cast to the compute dtype of their promoted result dtype; returns (*operands, dt)."""
+def _args(*xs, dt=None, compute=True, rounded=False):
+    """Operands cast to the compute dtype of their promoted result dtype; returns (*operands, dt).
+
+    rounded: each operand goes through the result dtype first. TensorIterator converts a Scalar (or a
+    0-dim tensor of another dtype) to the common dtype before the CPU kernel sees it, so a bfloat16
+    add sees 0.3 as bfloat16(0.3); only kernels that read the Scalar's original value in float32
+    (mul, div) do not round it."""
     if dt is None:
         dt = result_dtype(*xs)
     cd = _compute(dt) if compute else dt
+    if rounded and cd != dt:
+        return (*(None if x is None else cast(cast(x, dt), cd) for x in xs), dt)
     return (*(None if x is None else cast(x, cd) for x in xs), dt)
 
 
@@ -155,10 +162,10 @@ def _unary_float(fn):
     return lowering
 
 
-def _binary_float(fn):
+def _binary_float(fn, rounded=True):
     def lowering(self, other):
         dt = _float_dtype(result_dtype(self, other))
-        a, b, _ = _args(self, other, dt=dt)
+        a, b, _ = _args(self, other, dt=dt, rounded=rounded)
         return _out(fn(a, b), dt)
 
     return lowering
@@ -332,10 +339,16 @@ lower(aten.acosh.default)(_unary_float(jnp.arccosh))
 # add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
 @lower(aten.add.Tensor, aten.add.Scalar)
 def add(self, other, alpha):
-    a, b, dt = _args(self, other)
+    a, b, dt = _args(self, other, rounded=True)
     if dt == _BOOL:
         return a | (b & (cast(alpha, _BOOL)))
-    return _out(a + cast(alpha, a.dtype) * b, dt)
+    return _out(a + _alpha(alpha, dt, a.dtype) * b, dt)
+
+
+def _alpha(alpha, dt, cd):
+    """add/sub's alpha as the CPU kernel uses it: rounded to the result dtype (bfloat16(0.1) for a
+    bfloat16 add), then multiplied in the compute dtype."""
+    return cast(cast(alpha, dt), cd)
 
 
 # addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
@@ -537,7 +550,7 @@ def fmin(self, other):
 # fmod.Scalar(Tensor self, Scalar other) -> Tensor
 @lower(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(self, other):
-    a, b, dt = _args(self, other)
+    a, b, dt = _args(self, other, rounded=True)
     return _out(lax.rem(*jnp.broadcast_arrays(a, b)), dt)
 
 
@@ -873,7 +886,7 @@ def relu(self):
 # remainder.Scalar(Tensor self, Scalar other) -> Tensor
 @lower(aten.remainder.Tensor, aten.remainder.Scalar)
 def remainder(self, other):
-    a, b, dt = _args(self, other)
+    a, b, dt = _args(self, other, rounded=True)
     return _out(_remainder(a, b), dt)
 
 
@@ -903,8 +916,8 @@ lower(aten.rsqrt.default)(_unary_float(lax.rsqrt))
 # rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
 @lower(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(self, other, alpha):
-    a, b, dt = _args(self, other)
-    return _out(b - cast(alpha, a.dtype) * a, dt)
+    a, b, dt = _args(self, other, rounded=True)
+    return _out(b - _alpha(alpha, dt, a.dtype) * a, dt)
 
 
 # sigmoid(Tensor self) -> Tensor
@@ -982,8 +995,8 @@ lower(aten.sqrt.default)(_unary_float(jnp.sqrt))
 # sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
 @lower(aten.sub.Tensor, aten.sub.Scalar)
 def sub(self, other, alpha):
-    a, b, dt = _args(self, other)
-    return _out(a - cast(alpha, a.dtype) * b, dt)
+    a, b, dt = _args(self, other, rounded=True)
+    return _out(a - _alpha(alpha, dt, a.dtype) * b, dt)
 
 
 # tan(Tensor self) -> Tensor

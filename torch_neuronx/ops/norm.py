@@ -71,8 +71,10 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         y = y * opmath(weight)
     if bias is not None:
         y = y + opmath(bias)
-    dt = input.dtype
-    return y.astype(dt), mean.astype(dt), rstd.astype(dt)
+    # mean and rstd stay in the computation dtype (float32 for 16-bit input), as the meta kernel (and
+    # the CPU with float32 weights) give them: rounding them to the input's dtype first would lose
+    # precision the executor's cast to meta's float32 cannot restore
+    return y.astype(input.dtype), mean, rstd
 
 
 # native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)

@@ -1146,7 +1146,9 @@ lower(aten.special_spherical_bessel_j0.default)(_float_unary("spherical_bessel_j
 # special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor
 # special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor
 lower(aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar)(
-    _binary_float(_xlog1py)
+    # (16-bit: PyTorch's CPU kernel rounds the Scalar and the log to the dtype before multiplying; this
+    # rounds once, within an ulp of it)
+    _binary_float(_xlog1py, rounded=False)
 )
 
 # special_zeta(Tensor self, Tensor other) -> Tensor
@@ -1161,4 +1163,5 @@ def special_zeta(self, other):
 
 # xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor
 # xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor
-lower(aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)(_binary_float(_xlogy))
+# (16-bit: as xlog1py, the CPU rounds the Scalar and the log; this rounds once, within an ulp)
+lower(aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)(_binary_float(_xlogy, rounded=False))

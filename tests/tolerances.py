@@ -1,0 +1,205 @@
+"""Every tolerance of the lowering tests (tests/test_lowerings_*.py) that is not torch's default,
+with the reason the op may differ from the CPU by that much, and the error measured here.
+
+torch.testing.assert_close's defaults are float32 rtol 1.3e-6 / atol 1e-5, bfloat16 rtol 1.6e-2 /
+atol 1e-5, float16 rtol 1e-3 / atol 1e-5, float64 rtol 1e-7 / atol 1e-7. An op with no entry here
+(or no entry for a dtype) is held to those. bfloat16 has an 8-bit significand: one rounding is off
+by at most 2^-9 relative (half an ulp) and one ulp of v is between 2^-8 |v| and 2^-7 |v|; float16's
+ulp is 2^-11..2^-10 |v|; float32's eps is 2^-23 = 1.2e-7.
+
+"Measured" values come from the seeded inputs of the tests (the conftest seeds every test with
+torch.manual_seed(0)), as the largest error over every comparison of that family: "abs" is
+max |got - want|, "needs atol A" is the smallest atol that passes at the entry's rtol (or torch's
+default rtol). Each entry leaves a margin over what was measured (1.4x at the least; the entries say).
+
+Entries: name -> ({dtype: (rtol, atol) or (rtol, atol, atol_scale)}, reason). atol_scale: the
+absolute tolerance grows to atol_scale * max|expected| of the compared tensor, for sums of many
+terms, where an output that cancels to near zero keeps an error of about an ulp of the partial sums
+rather than of itself (the convention of tests/opinfo_support.py's TOLERANCES).
+"""
+from __future__ import annotations
+
+import torch
+
+F32, F64, BF16, F16 = torch.float32, torch.float64, torch.bfloat16, torch.float16
+C64, C128 = torch.complex64, torch.complex128
+
+# bit-for-bit comparisons (indices, counts, copies, ops whose arithmetic is the CPU's step for step)
+EXACT = dict(rtol=0, atol=0)
+
+TOLERANCES: dict[str, tuple[dict, str]] = {}
+
+
+def _entry(names: str, reason: str, **by_dtype):
+    table = {{"f32": F32, "f64": F64, "bf16": BF16, "f16": F16}[k]: v for k, v in by_dtype.items()}
+    for name in names.split():
+        assert name not in TOLERANCES, name
+        TOLERANCES[name] = (table, reason)
+
+
+# ---- sums of many products (accumulation order), float32 and 16-bit
+
+_entry("conv", "convolution (forward and both gradients): XLA's convolution and oneDNN add the kernel-window "
+       "and batch products in different orders. Measured float32: abs 1.1e-5 on weight gradients of "
+       "magnitude 38 (sums of N*OH*OW = 180 products), needs atol 6.2e-6 at torch's rtol; that is "
+       "OpInfo's (1e-5, 1e-5). float16: the CPU's transposed convolution rounds partial sums to float16, "
+       "the lowering accumulates in float32: abs 1.2e-2 (one float16 ulp of the largest output, 16), "
+       "needs atol 4.3e-3 = 2.7e-4 of max|out|. bfloat16 is bit-exact here (both sides accumulate in "
+       "float32 and round once): torch's default.",
+       f32=(1e-5, 1e-5), f16=(1e-3, 1e-5, 1e-3))
+_entry("matmul", "a float32 matrix product against the exact (float64) product: the float32 sum of K = 256 "
+       "products carries K-dependent rounding. Measured abs 1.5e-5 on |out| <= 70, needs atol 7.5e-6 at "
+       "torch's rtol; OpInfo's matmul bound (1e-5, 1e-5).",
+       f32=(1e-5, 1e-5))
+_entry("addbmm", "bfloat16 addbmm: PyTorch's CPU kernel adds the batches one addmm at a time and rounds the "
+       "running sum to bfloat16 after each (the lowering sums in float32 and rounds once), so the "
+       "result can be an ulp of the running sum off. Measured abs 0.12 = one ulp at |out| 16..32, "
+       "needs rtol 1.5e-2 at atol 1e-5; atol_scale 2^-8 (one ulp of max|out|) covers it with 3x margin.",
+       bf16=(1.6e-2, 1e-5, 2 ** -8))
+_entry("embedding_bag", "embedding_bag sums (or averages) of up to 6 weight rows, per-sample weighted: held tighter "
+       "than torch's float32 atol (1e-5) because the values are O(1). Measured abs 3.0e-7 on |out| <= 8.",
+       f32=(1e-6, 1e-6))
+_entry("upsample_backward", "upsample (nearest, bilinear, bicubic) backward onto a much smaller input: each input "
+       "gradient sums up to 400 output gradients (100x140 -> 5x7), with weights of both signs for bicubic; "
+       "XLA and the CPU add them in different orders. Measured abs 1.4e-4 on |grad| <= 60, needs atol "
+       "7.6e-5 = 1.3e-6 of max|grad| at torch's rtol; atol_scale 4e-6 (3x).",
+       f32=(1.3e-6, 1e-5, 4e-6))
+_entry("grid_sample_backward", "grid_sampler_2d/3d backward, the grid gradient: a sum over channels and the 4 (8) "
+       "corners of input differences times weights, added in another order. Measured abs 1.1e-5 on "
+       "|grad| <= 40, needs atol 6.1e-6 at torch's rtol; OpInfo's (1e-5, 1e-5).",
+       f32=(1e-5, 1e-5))
+_entry("batch_norm", "batch norm forward/backward: mean, variance and the backward's two reductions over "
+       "N*H*W = 120 elements are summed in another order. float32 measured: needs atol 7.1e-6 at torch's "
+       "rtol; (1e-5, 1e-5). bfloat16 (statistics in float32 on both sides): an output near zero carries "
+       "the float32 mean's difference times rstd: measured needs atol 1.1e-4 at rtol 1.6e-2 (|out| <= 4); "
+       "atol 1e-3.",
+       f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-3))
+_entry("accumulate_16bit", "index_put(accumulate)/index_add/index_reduce/segment_reduce with 16-bit values: the "
+       "CPU folds duplicate indices one at a time in bfloat16 (rounding every partial sum or product), the "
+       "lowering in float32 and rounds once. Measured: index_put needs atol 1.5e-3 (|out| <= 3), "
+       "segment_reduce 1.1e-3 (|out| <= 7), index_reduce 2.7e-3 (|out| <= 400, products); atol 5e-3.",
+       bf16=(1.6e-2, 5e-3))
+_entry("pool_backward", "pooling backward (max, average, adaptive, adaptive max) in bfloat16: the CPU adds "
+       "overlapping windows' gradients in bfloat16, rounding each partial sum; the lowering sums in float32. "
+       "Measured: max_pool2d needs atol 6.1e-3 at |grad| <= 4.5, adaptive_max_pool2d 3.9e-3 at 4, "
+       "avg/adaptive_avg <= 6.6e-4: atol_scale 2^-8 (one ulp of max|grad|: 1.8e-2 at 4.5).",
+       bf16=(1.6e-2, 1e-5, 2 ** -8))
+
+# ---- 16-bit kernels of PyTorch's CPU that round intermediate results
+
+_entry("softmax", "bfloat16 log_softmax: PyTorch's CPU kernel is not correctly rounded (it rounds intermediates "
+       "to bfloat16: -8.0 for the exact -8.0345, where the lowering's float32 result rounds to -8.0625), so "
+       "results near 0 are off by up to the rounding of the log-sum. Measured needs atol 3.2e-3 at rtol "
+       "1.6e-2; atol 2^-7 = 7.8e-3 (one ulp of the log-sum's binade [1, 2)).",
+       bf16=(1.6e-2, 2 ** -7))
+_entry("logit", "bfloat16 logit: the CPU rounds x / (1 - x) to bfloat16 before the log, the lowering computes "
+       "log(x / (1 - x)) in float32 and rounds once; near x = 0.5 (logit ~ 0) that intermediate rounding is "
+       "an absolute error. Measured needs atol 2.6e-3 at rtol 1.6e-2; atol 2^-7.",
+       bf16=(1.6e-2, 2 ** -7))
+_entry("add_alpha", "bfloat16 add/sub with alpha on a small tensor: the CPU's scalar loop (tensors shorter than "
+       "a vector, and loop tails) rounds alpha * other to bfloat16 before adding; its vectorized loop, like the "
+       "lowering, adds in float32 and rounds once (bit-exact: test_low_precision_scalar_operands_rounded_like_"
+       "the_cpu). The difference is up to half an ulp of |alpha * other|, visible where the sum cancels: "
+       "measured abs 3.9e-3 (|alpha * other| < 4), needs atol 2.9e-3 at rtol 1.6e-2; atol 2^-7 = 7.8e-3.",
+       bf16=(1.6e-2, 2 ** -7))
+
+# ---- values computed by a different but correct path
+
+_entry("bf16_rounding", "a bfloat16 result against the exact (float64) value: one rounding to bfloat16 is off by "
+       "at most 2^-9 relative, so rtol 2^-8 bounds it with a factor 2 (measured 3.4e-3 relative for "
+       "matrix_exp computed in float32 and rounded once).",
+       f64=(2 ** -8, 1e-5))
+_entry("attention_bf16", "scaled_dot_product_attention backward with bfloat16 inputs against float64 autograd: "
+       "the forward's out and logsumexp reach the backward rounded to bfloat16, and the gradients are "
+       "rounded once more. Measured abs 6.9e-3 on |grad| <= 3, needs atol 6.9e-3 at rtol 1.6e-2: atol 2e-2.",
+       bf16=(1.6e-2, 2e-2))
+_entry("linalg", "float64 decompositions and solvers (LAPACK on both sides; solves and inverses on diagonally "
+       "shifted inputs, randn + 3I or A A^T + nI): held tighter than torch's float64 default so that a float32 "
+       "path would fail. float32 takes torch's defaults: measured needs atol 1.6e-6 at torch's rtol. "
+       "Measured abs <= 1.6e-14 on |values| <= 20.",
+       f64=(1e-10, 1e-10))
+_entry("matrix_exp", "float64 (and complex128) matrix_exp: Taylor degrees up to 18 with scaling and squaring of "
+       "matrices of norm up to 30 * ||randn(4, 4)||: values up to 3e34, measured relative 1.3e-14 (complex "
+       "10 * crandn(3, 3): 1.2e-14 on values up to 2.4e11); the entry is relative. float32: torch's defaults "
+       "(measured abs 1.9e-6 on |out| <= 21).",
+       f64=(1e-10, 1e-12))
+
+# ---- special functions: float32 arithmetic as ATen's, but XLA's exp/log/sin/cos differ from glibc's
+# by an ulp for a few percent of inputs (amplified by cancellation near a function's zeros). These are
+# held relatively (small atol) because their values span many decades.
+
+_SPECIAL = ("same float32 algorithm as ATen's; XLA's exp/log are an ulp off glibc's for a few percent of "
+            "inputs. Values span many decades, so the comparison is relative with a small atol. Measured: ")
+_entry("special_erfcx", _SPECIAL + "abs 4.8e-7 at |out| ~ 1 (values up to 3e35), relative <= 1.6e-7.",
+       f32=(2e-6, 1e-6))
+_entry("special_i1", _SPECIAL + "relative 1.6e-7 (values up to 9e8).", f32=(2e-6, 1e-5))
+_entry("cephes_unary", _SPECIAL + "airy_ai and Bessel J0/J1/Y0/Y1: abs <= 3e-8 on |out| <= 1 (cancellation near "
+       "their zeros makes the relative error large there, so rtol 1e-5 with atol 1e-6, tighter than torch's atol).",
+       f32=(1e-5, 1e-6))
+_entry("cephes_modified_bessel", _SPECIAL + "relative <= 1.2e-7 on values 1e-20..1e16 (atol 0: tiny values count).",
+       f32=(1e-6, 0.0))
+_entry("chebyshev", "Chebyshev polynomials: the trigonometric forms (n past 4..8) differ by XLA's cos/acos "
+       "rounding times n. Measured abs 6.2e-6 on values up to 4e7, needs atol 1.6e-6 at torch's rtol.",
+       f32=(2e-6, 1e-5))
+_entry("polynomials_large_n", "orthogonal polynomials at n up to 513 (slow test): the Chebyshev forms multiply an "
+       "acos that differs from glibc's by an ulp by n (an error of n * 6e-8 * |dT/dtheta|); the recurrences "
+       "(Hermite, Laguerre, Legendre) are ATen's operation for operation and bit-exact. Measured float32: abs "
+       "1.4e-4 (needs atol 1.4e-4 at torch's rtol, rtol 1.7e-3 at its atol): (1e-4, 3e-4). float64: abs 3e-13.",
+       f32=(1e-4, 3e-4), f64=(1e-10, 1e-10))
+_entry("polygamma", _SPECIAL + "relative <= 1e-7 (digamma's reflection in float64, Hurwitz zeta accumulated in "
+       "float64; values up to 1e20, so atol 1e-30).",
+       f32=(1e-6, 1e-30), f64=(1e-14, 0.0))
+_entry("zeta", _SPECIAL + "relative <= 1e-7 on values spanning 1e-30..1e20 (atol 0); float64 4.9e-16.",
+       f32=(1e-6, 0.0), f64=(1e-14, 0.0))
+_entry("igamma", "igamma/igammac: Cephes' series and continued fractions in float32 as ATen's; XLA's exp/log "
+       "ulps. Measured abs 2.4e-7 on values <= 1 (needs atol 1.8e-8 at torch's rtol).",
+       f32=(2e-6, 2e-6))
+_entry("cephes_float64", "float64 Cephes functions (slow test): ATen's algorithm in float64, libm ulps. Measured "
+       "relative 3.1e-16, abs 8.9e-16 on |out| <= 10.",
+       f64=(1e-12, 1e-14))
+
+# ---- for tests outside the lowering files (tests/test_autograd.py, tests/test_compile.py), measured
+# with a one-off script: a Linear(32,64)-LayerNorm-GELU-Linear(64,10) MLP, MSE loss, 5 seeds, eager
+# autograd; and test_compile.py's 3-step AdamW training of Linear(8,16)-Tanh-Linear(16,4), 4 seeds.
+
+_entry("autograd_mlp", "parameter gradients of a small MLP (Linear, LayerNorm, GELU) on neuron vs the CPU: the "
+       "matmuls' and LayerNorm's sums in another order. Measured float32: abs <= 3.0e-8 on gradients of "
+       "magnitude <= 0.17 (5 seeds), so (1.3e-6, 1e-6) has a 30x margin. bfloat16 (bfloat16 weights and "
+       "activations): abs <= 9.8e-4 = one bfloat16 ulp of the largest gradient (0.16); atol_scale 2^-6 "
+       "(two ulps of max|grad|: 2.5e-3 at 0.16).",
+       f32=(1.3e-6, 1e-6), bf16=(1.6e-2, 1e-5, 2 ** -6))
+_entry("compiled_training", "parameters after 3 AdamW steps of Linear-Tanh-Linear compiled with "
+       "torch.compile(backend='neuron') vs eager on the CPU: the gradients' summation order, amplified by "
+       "Adam's m / sqrt(v). Measured abs <= 2.1e-7 on parameters of magnitude <= 0.5 (4 seeds): (1.3e-6, 1e-6).",
+       f32=(1.3e-6, 1e-6))
+
+_entry("attention_grad", "scaled_dot_product_attention's output and q/k/v gradients (float32, is_causal and a float "
+       "mask; tests/test_autograd.py): two matmuls and a softmax per gradient, summed in another order. "
+       "Measured abs <= 1.6e-6 on values of magnitude <= 12.6, some gradients near 0 (so rtol alone "
+       "cannot carry them): OpInfo's attention bound (1e-5, 1e-5).",
+       f32=(1e-5, 1e-5))
+
+# complex results take their real dtype's entry
+_REAL = {C64: F32, C128: F64}
+
+
+def tol(name: str, dtype: torch.dtype, expected: torch.Tensor | None = None) -> dict:
+    """rtol/atol for torch.testing.assert_close: the table's entry for `name` at `dtype` (complex dtypes
+    use their real dtype's), else torch's defaults for the dtype (an empty dict). With `expected`, an
+    entry's atol_scale widens atol to atol_scale * max|expected|."""
+    table, _ = TOLERANCES[name]
+    t = table.get(_REAL.get(dtype, dtype))
+    if t is None:
+        return {}
+    rtol, atol = t[0], t[1]
+    if len(t) > 2 and expected is not None and expected.numel():
+        finite = expected[torch.isfinite(expected)] if expected.is_floating_point() or expected.is_complex() else expected
+        if finite.numel():
+            atol = max(atol, t[2] * finite.abs().max().item())
+    return dict(rtol=rtol, atol=atol)
+
+
+def needs_expected(name: str, dtype: torch.dtype) -> bool:
+    """Whether `name`'s entry at `dtype` scales with the expected values (has an atol_scale)."""
+    t = TOLERANCES[name][0].get(_REAL.get(dtype, dtype))
+    return t is not None and len(t) > 2
