@@ -4,12 +4,19 @@
     python benchmarks/opinfo_coverage.py --dtypes float32     # the target metric only (faster)
     python benchmarks/opinfo_coverage.py --ops conv,pool -v   # entries whose name contains a substring
     python benchmarks/opinfo_coverage.py --json out.json      # also write every result as JSON
+    python benchmarks/opinfo_coverage.py --compiled --dtypes float32 --max-samples 3 --ops =add,=mul
+                                            # through torch.compile (tests/test_compile_opinfo.py)
+    python benchmarks/opinfo_coverage.py --fast-list out.json --max-seconds 1.0
+                                            # the entries of a --json sweep that pass in every dtype
+                                            # in at most 1 s each: tests/test_opinfo.py's measured list
 
 For each entry, float32 and bfloat16 plus the integer and bool dtypes it supports on the CPU
 (`op.supported_dtypes("cpu")`); the first --max-samples samples of each. Prints a coverage table per
-dtype (entries, entries with samples, passed, fell back to the CPU, failed, skipped, xfail), the
-issue's target metric (the share of entries with float32 samples that pass with no CPU fallback),
-the failing entries with their first error line, and the ATen ops that fell back ranked by how many
+dtype (entries, entries with samples, passed, both reject (every sample is one the CPU rejects and
+neuron rejects it the same way), fell back to the CPU, failed, skipped, xfail), the issue's target
+metric (the share of entries with float32 samples that pass with no CPU fallback), the failing
+entries with their first error line (failures include timeouts, hung or crashed workers and sample
+generators that raise, counted by kind), and the ATen ops that fell back ranked by how many
 entries need them: the work list for lowering authors. The machinery (lists of skips, xfails,
 random ops and tolerances, each with its reason) is tests/opinfo_support.py.
 
@@ -40,12 +47,30 @@ import opinfo_support as S  # noqa: E402
 CHUNK = 100  # entries per child process (see _run_isolated)
 
 
+COMPILED = [False]  # --compiled: the neuron side of each sample runs through torch.compile
+
+
 def select_ops(substrings: str | None):
+    """op_db, or the entries whose name contains one of the comma-separated substrings (`=name`: that
+    exact name)."""
     ops = S.op_db()
     if substrings:
-        subs = [s for s in substrings.split(",") if s]
-        ops = [op for op in ops if any(s in S.entry_name(op) for s in subs)]
+        subs = [s for s in substrings.split(",") if s and not s.startswith("=")]
+        exact = {s[1:] for s in substrings.split(",") if s.startswith("=")}
+        ops = [op for op in ops if S.entry_name(op) in exact or any(s in S.entry_name(op) for s in subs)]
     return ops
+
+
+def _as_run(op):
+    """The op as run_entry gets it: itself, or with --compiled its compiled form (as in
+    tests/test_compile_opinfo.py: eager CPU reference, each neuron sample must run a compiled graph)."""
+    if not COMPILED[0]:
+        return op
+    import torch
+    from test_compile_opinfo import Compiled
+
+    torch._dynamo.reset()
+    return Compiled(op)
 
 
 def parse_dtypes(text: str):
@@ -69,7 +94,8 @@ def run_sweep(ops_filter=None, dtypes=S.SWEEP_DTYPES, max_samples=S.DEFAULT_MAX_
         done[0] += 1
         _progress(r, start, done[0], verbose, stream)
 
-    return S.sweep(ops, dtypes, max_samples=max_samples, timeout_s=timeout_s, progress=progress)
+    return S.sweep([_as_run(op) for op in ops], dtypes, max_samples=max_samples, timeout_s=timeout_s,
+                   progress=progress)
 
 
 def _progress(r, start, done, verbose, stream):
@@ -129,6 +155,8 @@ def _run_jobs(jobs, ops_filter, max_samples, timeout_s, verbose, stream, chunk, 
                "--timeout", str(timeout_s)]
         if ops_filter:
             cmd += ["--ops", ops_filter]
+        if COMPILED[0]:
+            cmd += ["--compiled"]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         proc.stdin.write(spec)
         proc.stdin.close()
@@ -160,8 +188,8 @@ def _run_jobs(jobs, ops_filter, max_samples, timeout_s, verbose, stream, chunk, 
             continue
         if current is not None:  # it died (or hung) on this job: record it, resume after it
             name, dtype = current
-            if hung:
-                status, why = "skip", f"timeout: no answer in {hang_s:g} s (hung; the worker was killed)"
+            if hung:  # a failure like any timeout (it counts in the table and its reason is listed)
+                status, why = "fail", f"timeout: no answer in {hang_s:g} s (hung; the worker was killed)"
             else:
                 status, why = "fail", f"crashed the process (exit status {rc})"
             results.append(S.Result(name, dtype, status, reason=why, has_samples=True))
@@ -184,14 +212,43 @@ def _worker(args):
         op = ops[index]
         out.write(json.dumps({"begin": [S.entry_name(op), dtype_name]}) + "\n")
         out.flush()
-        r = S.run_entry(op, S.parse_dtype(dtype_name), max_samples=args.max_samples, timeout_s=args.timeout)
+        r = S.run_entry(_as_run(op), S.parse_dtype(dtype_name), max_samples=args.max_samples, timeout_s=args.timeout)
         out.write(json.dumps(dataclasses.asdict(r)) + "\n")
         out.flush()
 
 
+def fast_entries(json_path: str, max_seconds: float) -> list[str]:
+    """Entries of a sweep's JSON that passed (no fallback) in every dtype they ran, in at most
+    `max_seconds` each, in op_db order."""
+    with open(json_path) as f:
+        results = json.load(f)["results"]
+    by_name: dict[str, list] = {}
+    for r in results:
+        by_name.setdefault(r["name"], []).append(r)
+    return [name for name, rs in by_name.items()
+            if all(r["status"] in ("pass", "rejected") and r["seconds"] <= max_seconds for r in rs)]
+
+
+def format_fast_list(names: list[str], json_path: str, max_seconds: float) -> str:
+    lines, line = [], "   "
+    for n in names:
+        item = f" {n!r},"
+        if len(line) + len(item) > 110:
+            lines.append(line)
+            line = "   "
+        line += item
+    lines.append(line)
+    return (f"# {len(names)} entries that passed in every dtype in <= {max_seconds:g} s each ({json_path})\n"
+            "MEASURED_FAST_OPS = [\n" + "\n".join(lines) + "\n]")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ops", help="comma-separated substrings; run the entries whose name contains any")
+    p.add_argument("--ops", help="comma-separated substrings; run the entries whose name contains any "
+                                 "(=name: exactly that entry)")
+    p.add_argument("--compiled", action="store_true",
+                   help="run each entry's neuron side through torch.compile(backend='neuron') "
+                        "(as tests/test_compile_opinfo.py does)")
     p.add_argument("--dtypes", default="all",
                    help="comma-separated (float32,bfloat16,int64,int32,int16,int8,uint8,bool; or all); "
                         "each entry runs the ones it supports")
@@ -203,10 +260,18 @@ def main(argv=None):
     p.add_argument("--chunk", type=int, default=CHUNK, help="entries per child process")
     p.add_argument("--full-lists", action="store_true", help="list every failure and fallback op (default: 60)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every result as it comes")
+    p.add_argument("--fast-list", metavar="JSON",
+                   help="print the entries of a --json sweep that passed in every dtype it ran, each in at most "
+                        "--max-seconds (a Python list, for tests/test_opinfo.py), and exit")
+    p.add_argument("--max-seconds", type=float, default=1.0, help="for --fast-list: seconds per entry and dtype")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    COMPILED[0] = args.compiled
     if args.worker:
         _worker(args)
+        return 0
+    if args.fast_list:
+        print(format_fast_list(fast_entries(args.fast_list, args.max_seconds), args.fast_list, args.max_seconds))
         return 0
 
     start = time.perf_counter()
