@@ -1,5 +1,7 @@
-"""Every tolerance of the lowering tests (tests/test_lowerings_*.py) that is not torch's default,
-with the reason the op may differ from the CPU by that much, and the error measured here.
+"""Every tolerance of the test suite that is not torch's default, with the reason the op may differ
+from the CPU by that much: first the lowering and device tests' (tests/test_lowerings_*.py and the
+model tests; `tol(name, dtype)`), with the error measured here; then the OpInfo entries'
+(`opinfo_tolerance(entry, dtype)`, keyed by op_db entry name, by family).
 
 torch.testing.assert_close's defaults are float32 rtol 1.3e-6 / atol 1e-5, bfloat16 rtol 1.6e-2 /
 atol 1e-5, float16 rtol 1e-3 / atol 1e-5, float64 rtol 1e-7 / atol 1e-7. An op with no entry here
@@ -203,3 +205,91 @@ def needs_expected(name: str, dtype: torch.dtype) -> bool:
     """Whether `name`'s entry at `dtype` scales with the expected values (has an atol_scale)."""
     t = TOLERANCES[name][0].get(_REAL.get(dtype, dtype))
     return t is not None and len(t) > 2
+
+
+# ---- OpInfo entries (tests/opinfo_support.py), keyed by op_db entry name: where the device legitimately
+# differs from the CPU by more than torch's defaults (float32: rtol 1.3e-6, atol 1e-5; bfloat16: rtol 1.6e-2, atol 1e-5).
+# name -> ({dtype or None: dict(rtol=, atol=)}, reason)
+_MATMUL = "matmul-based: XLA's dot accumulates in a different order (and blocks differently) from the CPU's BLAS"
+_TRANSCENDENTAL = "XLA's vectorized polynomial approximations of transcendental functions differ from libm by a few ulp"
+_REDUCE = "reduction: XLA sums in a different (tree) order from the CPU"
+OPINFO_TOLERANCES: dict[str, tuple[dict, str]] = {}
+
+
+def _opinfo(names, f32=None, bf16=None, reason=""):
+    """f32/bf16: (rtol, atol) or (rtol, atol, atol_scale). atol_scale: the absolute tolerance grows to
+    atol_scale * max|expected| (for sums of many products rounded to a short mantissa: an element that
+    cancels to near zero keeps an error of about one ulp of the partial sums, not of itself)."""
+    for name in names.split():
+        table = {}
+        for dtype, t in ((torch.float32, f32), (torch.bfloat16, bf16)):
+            if t is not None:
+                table[dtype] = dict(rtol=t[0], atol=t[1], **({"atol_scale": t[2]} if len(t) > 2 else {}))
+        OPINFO_TOLERANCES[name] = (table, reason)
+
+
+_opinfo("matmul mm bmm addmm addmm.decomposed addmv addbmm baddbmm addr mv dot vdot inner outer tensordot einsum "
+     "nn.functional.linear nn.functional.bilinear linalg.multi_dot linalg.vecdot __rmatmul__ kron "
+     "bmm.triton_optimized cdist linalg.matrix_power",
+     f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-2, 8e-3), reason=_MATMUL)
+_opinfo("nn.functional.conv1d nn.functional.conv2d nn.functional.conv3d nn.functional.conv_transpose1d "
+     "nn.functional.conv_transpose2d nn.functional.conv_transpose3d",
+     f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-2, 8e-3), reason="convolution: accumulation order differs from oneDNN's")
+_opinfo("nn.functional.scaled_dot_product_attention nn.functional.multi_head_attention_forward",
+     f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-2, 8e-3), reason=_MATMUL)
+_opinfo("sum nansum mean nanmean cumsum cumprod logcumsumexp logsumexp prod var var.unbiased std std.unbiased var_mean "
+     "var_mean.unbiased std_mean std_mean.unbiased masked.sum masked.mean masked.var masked.std masked.logsumexp "
+     "masked.cumsum masked.cumprod masked.prod norm norm.fro linalg.vector_norm linalg.norm linalg.matrix_norm "
+     "nn.functional.normalize nn.functional.cosine_similarity nn.functional.pairwise_distance nn.functional.pdist "
+     "dist trace trapz trapezoid cumulative_trapezoid sum_to_size nn.functional.mse_loss nn.functional.l1_loss "
+     "nn.functional.huber_loss nn.functional.smooth_l1_loss nn.functional.kl_div nn.functional.cross_entropy "
+     "nn.functional.nll_loss nn.functional.binary_cross_entropy nn.functional.binary_cross_entropy_with_logits "
+     "nn.functional.poisson_nll_loss nn.functional.gaussian_nll_loss nn.functional.soft_margin_loss "
+     "nn.functional.margin_ranking_loss nn.functional.hinge_embedding_loss nn.functional.cosine_embedding_loss "
+     "nn.functional.multilabel_soft_margin_loss nn.functional.triplet_margin_loss "
+     "nn.functional.triplet_margin_with_distance_loss nn.functional.multi_margin_loss",
+     f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-2), reason=_REDUCE)
+_opinfo("nn.functional.layer_norm native_layer_norm nn.functional.rms_norm nn.functional.group_norm native_group_norm "
+     "nn.functional.batch_norm nn.functional.batch_norm.without_cudnn native_batch_norm _native_batch_norm_legit "
+     "_batch_norm_with_update nn.functional.instance_norm nn.functional.local_response_norm softmax "
+     "softmax.with_dtype log_softmax log_softmax.with_dtype nn.functional.softmin nn.functional.softmin.with_dtype "
+     "masked.softmax masked.log_softmax masked.softmin masked.normalize _softmax_backward_data "
+     "torch.ops.aten._safe_softmax.default",
+     f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-2), reason=_REDUCE + "; normalization statistics")
+_opinfo("exp exp2 expm1 log log10 log1p log2 sin cos tan sinh cosh tanh asin acos atan atan2 asinh acosh atanh "
+     "sigmoid logit erf erfc erfinv rsqrt sqrt pow __rpow__ float_power nn.functional.gelu nn.functional.silu "
+     "nn.functional.mish nn.functional.softplus nn.functional.elu nn.functional.celu nn.functional.selu "
+     "nn.functional.logsigmoid nn.functional.tanhshrink nn.functional.glu nn.functional.hardswish "
+     "nn.functional.hardsigmoid logaddexp logaddexp2 xlogy special.xlog1py special.entr sinc lgamma digamma "
+     "polygamma.polygamma_n_0 polygamma.polygamma_n_1 polygamma.polygamma_n_2 polygamma.polygamma_n_3 "
+     "polygamma.polygamma_n_4 special.polygamma.special_polygamma_n_0 mvlgamma.mvlgamma_p_1 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5 "
+     "special.ndtr special.log_ndtr special.ndtri special.erfcx special.i0e special.i1 special.i1e i0 "
+     "reciprocal div.no_rounding_mode true_divide __rdiv__ hypot lerp addcdiv angle polar sgn "
+     "nn.functional.interpolate.bilinear nn.functional.interpolate.bicubic nn.functional.interpolate.trilinear "
+     "nn.functional.interpolate.linear nn.functional.interpolate.area nn.functional.upsample_bilinear "
+     "nn.functional.grid_sample grid_sampler_2d grid_sampler_3d _upsample_bilinear2d_aa "
+     "nn.functional.avg_pool1d nn.functional.avg_pool2d nn.functional.avg_pool3d "
+     "nn.functional.adaptive_avg_pool1d nn.functional.adaptive_avg_pool2d nn.functional.adaptive_avg_pool3d "
+     "linspace logspace linspace.tensor_overload logspace.tensor_overload signal.windows.gaussian "
+     "signal.windows.exponential signal.windows.kaiser signal.windows.hann signal.windows.hamming "
+     "signal.windows.blackman signal.windows.nuttall signal.windows.general_cosine signal.windows.general_hamming "
+     "signal.windows.cosine signal.windows.bartlett",
+     f32=(1e-5, 1e-5), bf16=(1.6e-2, 1e-2), reason=_TRANSCENDENTAL)
+
+_opinfo("fft.fft fft.fft2 fft.fftn fft.hfft fft.hfft2 fft.hfftn fft.ifft fft.ifft2 fft.ifftn fft.ihfft fft.ihfft2 "
+     "fft.ihfftn fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2 fft.rfftn stft istft",
+     f32=(1e-5, 2e-5), bf16=(1.6e-2, 1e-2, 8e-3),
+     reason="FFT: XLA's FFT library and PocketFFT/MKL combine the terms in different orders")
+_opinfo("matrix_exp", f32=(1e-5, 1e-5, 2e-6),
+     reason="matrix_exp: squarings of a degree-18 Taylor polynomial; " + _MATMUL + " (errors of about one ulp "
+            "of the largest element, both sides)")
+
+
+def opinfo_tolerance(name: str, dtype: torch.dtype) -> dict:
+    """rtol/atol for assert_close: the table's entry, else torch's defaults for the dtype (empty dict).
+    Integer and bool samples use the float32 entry: where a tolerance matters their results are
+    float32 (exp of an int64 tensor), and integer results are exact under any atol below 1."""
+    table, _ = OPINFO_TOLERANCES.get(name, ({}, ""))
+    if not (dtype.is_floating_point or dtype.is_complex):
+        dtype = torch.float32
+    return dict(table.get(dtype, {}))
