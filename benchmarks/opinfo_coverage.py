@@ -94,7 +94,9 @@ def run_sweep(ops_filter=None, dtypes=S.SWEEP_DTYPES, max_samples=S.DEFAULT_MAX_
         done[0] += 1
         _progress(r, start, done[0], verbose, stream)
 
-    return S.sweep([_as_run(op) for op in ops], dtypes, max_samples=max_samples, timeout_s=timeout_s,
+    # lazily: _as_run resets Dynamo as each entry starts (a list would reset once, before them all,
+    # and every entry would share Compiled._run's recompile limit)
+    return S.sweep((_as_run(op) for op in ops), dtypes, max_samples=max_samples, timeout_s=timeout_s,
                    progress=progress)
 
 

@@ -469,6 +469,8 @@ def compare(got, want, *, rtol=None, atol=None, atol_scale=None, shape_only=Fals
 
 
 def _first_line(e: BaseException) -> str:
+    # Dynamo's BackendCompilerFailed opens with "backend='neuron' raised:": report what was raised
+    e = getattr(e, "inner_exception", None) or e
     text = str(e).strip()
     line = text.splitlines()[0] if text else ""
     return f"{type(e).__name__}: {line}"[:300]

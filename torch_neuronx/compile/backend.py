@@ -75,13 +75,55 @@ def _aot(gm, example_inputs, name, reason):
 
         return compile_graph
 
-    return aot_autograd(
-        fw_compiler=compiler("forward"),
-        bw_compiler=compiler("backward"),
-        inference_compiler=compiler("inference"),
-        decompositions=_aot_decompositions(),
-        keep_inference_input_mutations=True,
-    )(gm, example_inputs)
+    try:
+        return aot_autograd(
+            fw_compiler=compiler("forward"),
+            bw_compiler=compiler("backward"),
+            inference_compiler=compiler("inference"),
+            decompositions=_aot_decompositions(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)
+    except (NEFFCompilationError, IndexError, torch._dynamo.exc.TorchDynamoException):
+        raise  # named already, or errors Dynamo itself handles (it passes IndexError on as is)
+    except Exception as e:
+        raise NEFFCompilationError(f"graph {name}: {_failed_where(gm, e)}: AOTAutograd could not trace it: "
+                                   f"{type(e).__name__}: {_first_line(e)}") from e
+
+
+def _failed_where(gm, e) -> str:
+    """The Dynamo graph node (and the ATen op being decomposed) an AOTAutograd trace failed in, from
+    the frames of its traceback: FX's Interpreter.run_node holds the node, proxy_tensor's
+    maybe_handle_decomp the op whose decomposition ran."""
+    node = decomposed = None
+    tb = e.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        code = tb.tb_frame.f_code.co_name
+        if code == "run_node" and isinstance(local.get("n"), torch.fx.Node) and local["n"].graph is gm.graph:
+            node, decomposed = local["n"], None
+        elif code == "maybe_handle_decomp" and node is not None and decomposed is None:
+            decomposed = local.get("op")
+        tb = tb.tb_next
+    if node is None:
+        return "the graph"
+    where = f"op {_target_name(node)} (node '{node.name}')"
+    if decomposed is not None:
+        where += f", in PyTorch's decomposition of {decomposed}"
+    return where
+
+
+def _target_name(node) -> str:
+    if node.op == "call_function":
+        try:
+            return torch.fx.node._get_qualified_name(node.target)
+        except Exception:
+            pass
+    return str(node.target)
+
+
+def _first_line(e) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
 
 
 class _PerShape:

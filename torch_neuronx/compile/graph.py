@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import torch
+import torch.utils._pytree as pytree
 
 from .. import metrics
 from .._jax import jax, jnp
@@ -274,6 +275,10 @@ class _Executable:
                 if key:
                     storage.BUFFERS[key] = fresh[k]
                 k += 1
+                if what.is_neg():
+                    t = torch._neg_view(t)
+                if what.is_conj():
+                    t = torch._conj(t)
                 if what.device.type == "cpu":
                     t = t.cpu()
                 results.append(t)
@@ -348,6 +353,12 @@ class _Tracer:
                 fake = out.meta["val"]
                 sizes, strides = tuple(fake.shape), tuple(fake.stride())
                 r = cast(env[out], to_numpy_dtype(fake.dtype))
+                # an output PyTorch returns as a lazy conjugate / negative view (ifft of a real input
+                # ends in _conj) gets that bit too (`finish`): its storage holds the values before it
+                if fake.is_conj():
+                    r = jnp.conj(r)
+                if fake.is_neg():
+                    r = -r
                 results.append(layout.fresh(r.reshape(sizes), sizes, strides, _storage_elems(sizes, strides)))
                 self.outputs.append(("tensor", fake))
             else:
@@ -437,7 +448,9 @@ class _Tracer:
         name = str(op)
         kernels.allow_fallback(name, self.program.name, node.name, NEFFCompilationError, stacklevel=2)
         self.fallbacks.append(name)
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda x: x is None)
+        # torch's pytree: FX hands Tensor[] arguments and kwargs over as immutable_list/immutable_dict,
+        # which jax's pytree takes for leaves (their tensors would reach the host as tracers)
+        leaves, treedef = pytree.tree_flatten((args, kwargs))
         arr_pos = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
         vals = _vals(val)
         specs = [jax.ShapeDtypeStruct(tuple(v.shape), to_numpy_dtype(v.dtype)) for v in vals]
@@ -449,7 +462,7 @@ class _Tracer:
             filled = list(leaves)
             for i, a in zip(arr_pos, host_arrays):
                 filled[i] = transfer.numpy_to_torch(np.array(a))
-            cargs, ckwargs = jax.tree_util.tree_unflatten(treedef, filled)
+            cargs, ckwargs = pytree.tree_unflatten(filled, treedef)
             ckwargs = {k: (torch.device("cpu") if isinstance(v, torch.device) else v) for k, v in ckwargs.items()}
             try:
                 out = op(*cargs, **ckwargs)

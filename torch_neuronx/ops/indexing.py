@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jax import jnp, lax
-from ._dtypes import is_low_precision
+from ._dtypes import is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require_in_range
 
 _F32 = np.dtype(np.float32)
@@ -355,6 +355,26 @@ def put(self, index, source, accumulate):
     last = jnp.full((n,), -1, np.int64).at[idx].max(jnp.arange(idx.size, dtype=np.int64), **kw)
     picked = src.at[jnp.maximum(last, 0)].get(mode="promise_in_bounds")
     return jnp.where(last >= 0, picked, flat).reshape(self.shape)
+
+
+# take(Tensor self, Tensor index) -> Tensor
+@lower(aten.take.default)
+def take(self, index):
+    # Lowered rather than decomposed: PyTorch's decomposition (self.reshape(-1)[index]) reads a 0-d
+    # index as a Python int (.item()), which fails on AOTAutograd's fake tensors.
+    # self is read as 1-d in its logical (row-major) order; negative indices count from the end.
+    if np.dtype(index.dtype) != np.int64:
+        # (the meta kernel's message: eager and compiled mode meet it first)
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {to_torch_dtype(index.dtype)}")
+    n = self.size
+    if index.size == 0:
+        return jnp.zeros(index.shape, self.dtype)
+    if n == 0:
+        raise IndexError("take(): tried to take from an empty tensor")
+    require_in_range(index, n, IndexError, f"out of range: tried to access an index out of range on a tensor of {n} "
+                     "elements", True)
+    idx = jnp.where(index < 0, index + n, index)
+    return self.reshape(-1).at[idx].get(mode="promise_in_bounds")
 
 
 # scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor

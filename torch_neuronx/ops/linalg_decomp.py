@@ -1,5 +1,6 @@
 """Matrix decompositions and solvers: svd, eig, eigh, inv, qr, geqrf, householder products, solve,
-triangular solves, Cholesky, LU, LDL^T, least squares, det, slogdet, matrix_exp.
+triangular solves, Cholesky, LU, LDL^T, least squares, det, slogdet, matrix_exp, pinv; and the
+conjugations (conj_physical, _conj_physical, and the _conj / _neg_view views as compiled graphs see them).
 
 Lowered with jnp.linalg / lax.linalg for float32, float64 (and complex, where jax takes it as is;
 PyTorch's CPU kernels reject float16/bfloat16, so the meta kernel does too). `torch.linalg.*` are
@@ -453,6 +454,19 @@ def _cholesky_solve_helper(self, A, upper):
     return _trsm(a, _trsm(a, b, lower=True), lower=True, trans="C")
 
 
+# cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor
+@lower(aten.cholesky_solve.default)
+def cholesky_solve(self, input2, upper):
+    # CompositeExplicitAutograd: eager runs PyTorch's kernel (-> _cholesky_solve_helper), but
+    # AOTAutograd keeps the op whole in compiled graphs, so it needs its own lowering. The meta
+    # kernel checks dtypes and shapes as the CPU does; the helper broadcasts the batches.
+    if self.ndim < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {self.ndim} dimensions instead")
+    if input2.ndim < 2:
+        raise RuntimeError(f"u should have at least 2 dimensions, but has {input2.ndim} dimensions instead")
+    return _cholesky_solve_helper(self, input2, upper)
+
+
 # _linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
 @lower(aten._linalg_det.default)
 def _linalg_det(A):
@@ -577,6 +591,35 @@ def cholesky_inverse(self, upper):
 def conj_physical(self):
     # CompositeImplicit itself: this lowering serves conj_physical.out and conj_physical_
     return jnp.conj(self) if _is_complex(self) else self
+
+
+# _conj_physical(Tensor self) -> Tensor
+@lower(aten._conj_physical.default)
+def _conj_physical(self):
+    # a copy for real dtypes (as the CPU's kernel), the conjugated values for complex ones
+    return jnp.conj(self) if _is_complex(self) else self
+
+
+# _conj(Tensor(a) self) -> Tensor(a)
+@lower(aten._conj.default)
+def _conj(self):
+    # A view with the conjugate bit in eager (the C++ shim's view, never this lowering); in a functional
+    # graph it is the conjugated values. PyTorch (CPU, meta and fake) refuses a real tensor, so a
+    # traced graph never holds one; refuse it here too rather than invent a meaning.
+    if not _is_complex(self):
+        raise RuntimeError(f"_conj: expected a complex tensor, got {np.dtype(self.dtype).name} "
+                           "(PyTorch's kernel asserts isComplexType)")
+    return jnp.conj(self)
+
+
+# _neg_view(Tensor(a) self) -> Tensor(a)
+@lower(aten._neg_view.default)
+def _neg_view(self):
+    # like _conj: the negative bit in eager, the negated values in a functional graph (x.conj().imag
+    # makes one); a bool view cannot be read there either (resolve_neg raises this on the CPU)
+    if np.dtype(self.dtype) == np.bool_:
+        raise RuntimeError("\"neg_cpu\" not implemented for 'Bool'")
+    return -self
 
 
 # geqrf(Tensor self) -> (Tensor a, Tensor tau)
@@ -811,6 +854,37 @@ def linalg_matrix_exp(self):
     double = np.dtype(x.dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
     out = _mexp(x.reshape((-1, n, n)), _MEXP_THETAS_F64 if double else _MEXP_THETAS_F32)
     return out.reshape(self.shape).astype(self.dtype)
+
+
+# linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor
+@lower(aten.linalg_pinv.atol_rtol_tensor)
+def linalg_pinv(self, atol, rtol, hermitian):
+    # PyTorch's kernel step by step (CompositeExplicitAutogradNonFunctional: eager runs it over our
+    # svd/eigh, AOTAutograd keeps it whole). Singular values (|eigenvalues| if hermitian) at most
+    # max(atol, rtol * the largest) are dropped; the tolerances are float64 unless both are given,
+    # and the comparisons run in the promoted dtype, as PyTorch's (jax promotes these alike).
+    m, n = self.shape[-2:]
+    if self.size == 0:
+        return jnp.zeros(tuple(self.shape[:-2]) + (n, m), self.dtype)
+    f64 = np.dtype(np.float64)
+    if rtol is None:
+        default = jnp.full((), float(jnp.finfo(_real_dtype(self.dtype)).eps) * max(m, n), f64)
+        rtol = default if atol is None else jnp.where(atol > 0, jnp.zeros((), f64), default)
+    if atol is None:
+        atol = jnp.zeros((), f64)
+    if hermitian:
+        s, u = _linalg_eigh(self, "L", True)
+        size = jnp.abs(s)
+        largest = jnp.max(size, axis=-1, keepdims=True)
+        v = u
+    else:
+        u, s, vh = _linalg_svd(self, False, True, None)
+        size = s
+        largest = s[..., :1]  # sorted in descending order
+        v = _mH(vh)
+    tol = jnp.maximum(atol[..., None], rtol[..., None] * largest)
+    s_inv = jnp.where(size > tol, 1 / s, jnp.zeros((), s.dtype)).astype(self.dtype)
+    return _mm(v * s_inv[..., None, :], _mH(u))
 
 
 # linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)
