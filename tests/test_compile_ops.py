@@ -12,6 +12,7 @@ import torch_neuronx.neuron_dynamo_backend as ndb
 from lowering_harness import check_lowering, run_lowering
 from torch_neuronx.compile import backend as neuron_backend
 from torch_neuronx.compile import clear_cache
+from tolerances import tol
 
 
 def _graph_runs() -> int:
@@ -56,13 +57,13 @@ def test_cholesky_solve(upper):
     L = _factor(4)
     factor = L.mT.contiguous() if upper else L
     b = torch.randn(4, 3, generator=g)
-    compiled_vs_cpu(lambda b, f: torch.cholesky_solve(b, f, upper=upper), b, factor, rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(lambda b, f: torch.cholesky_solve(b, f, upper=upper), b, factor)
 
 
 def test_cholesky_solve_broadcasts_batches():
     g = torch.Generator().manual_seed(2)
     b = torch.randn(2, 1, 5, 2, generator=g)
-    compiled_vs_cpu(lambda b, f: torch.cholesky_solve(b * 2, f), b, _factor(5, (3,)), rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(lambda b, f: torch.cholesky_solve(b * 2, f), b, _factor(5, (3,)))
 
 
 # ---- _conj / _conj_physical (the conjugations in the fft graphs of real inputs)
@@ -72,14 +73,14 @@ def test_cholesky_solve_broadcasts_batches():
                          ids=lambda f: f.__name__)
 def test_fft_conjugations(fn):
     x = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
-    compiled_vs_cpu(fn, x, rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(fn, x)
 
 
 def test_conj_of_a_complex_intermediate():
     # _conj is a view (the conjugate bit) in eager; in the graph it is the conjugated values
     x = torch.randn(5, 4, generator=torch.Generator().manual_seed(4))
-    compiled_vs_cpu(lambda x: torch.view_as_real(torch.fft.fft(x).conj() * 2), x, rtol=1e-4, atol=1e-5)
-    compiled_vs_cpu(lambda x: torch.view_as_real(torch._conj_physical(torch.fft.rfft(x)) + 1), x, rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(lambda x: torch.view_as_real(torch.fft.fft(x).conj() * 2), x)
+    compiled_vs_cpu(lambda x: torch.view_as_real(torch._conj_physical(torch.fft.rfft(x)) + 1), x)
 
 
 @pytest.mark.parametrize("case", ["conj", "conj_of_input", "conj_imag", "neg_view", "resolved"])
@@ -115,21 +116,21 @@ def _matrix(*shape, seed=5):
 @pytest.mark.parametrize("kwargs", [{}, {"rtol": None}, {"rtol": 1.0}, {"rtol": 0.3}, {"atol": 0.5},
                                     {"atol": 0.2, "rtol": 0.1}], ids=str)
 def test_pinv(kwargs):
-    compiled_vs_cpu(lambda x: torch.linalg.pinv(x, **kwargs), _matrix(5, 3), rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(lambda x: torch.linalg.pinv(x, **kwargs), _matrix(5, 3))
 
 
 def test_pinv_tensor_tolerances_and_batches():
     a = _matrix(2, 4, 4)
     rtol = torch.tensor([0.0, 0.5])
-    compiled_vs_cpu(lambda x, r: torch.linalg.pinv(x, rtol=r), a, rtol, rtol=1e-4, atol=1e-5)
-    compiled_vs_cpu(lambda x, t: torch.linalg.pinv(x, atol=t), a, torch.tensor(1.0), rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(lambda x, r: torch.linalg.pinv(x, rtol=r), a, rtol)
+    compiled_vs_cpu(lambda x, t: torch.linalg.pinv(x, atol=t), a, torch.tensor(1.0))
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"rtol": 0.3}, {"atol": 2.0}], ids=str)
 def test_pinv_hermitian(kwargs):
     a = _matrix(4, 4)
     sym = a + a.mT  # indefinite: eigenvalues of both signs
-    compiled_vs_cpu(lambda x: torch.linalg.pinv(x, hermitian=True, **kwargs), sym, rtol=1e-4, atol=1e-5)
+    compiled_vs_cpu(lambda x: torch.linalg.pinv(x, hermitian=True, **kwargs), sym)
 
 
 def test_pinv_empty():
@@ -185,8 +186,7 @@ aten = torch.ops.aten
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky_solve_lowering(dtype, upper):
     L = _factor(4, (2,)).to(dtype)
-    check_lowering(aten.cholesky_solve.default, _matrix(3, 1, 4, 2).to(dtype), L.mT if upper else L, upper,
-                   rtol=1e-4, atol=1e-5)
+    check_lowering(aten.cholesky_solve.default, _matrix(3, 1, 4, 2).to(dtype), L.mT if upper else L, upper)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -202,7 +202,7 @@ def test_pinv_lowering(dtype, hermitian, tols):
     want = aten.linalg_pinv.atol_rtol_tensor(a, atol=atol, rtol=rtol, hermitian=hermitian)
     got = run_lowering(aten.linalg_pinv.atol_rtol_tensor, a, atol=atol, rtol=rtol, hermitian=hermitian)
     assert got.dtype == want.dtype
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got, want, **tol("pinv", dtype, want))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64])
