@@ -60,6 +60,16 @@ def _vals(val):
     return list(val) if isinstance(val, (tuple, list)) else [val]
 
 
+def _traced_device(nodes):
+    """The device a graph's values were traced on (a factory's `device="neuron:1"`), for a graph with
+    no neuron tensor input; None if none names one (the current device is meant)."""
+    for node in nodes:
+        for v in _vals(node.meta.get("val")):
+            if isinstance(v, torch.Tensor) and v.device.type == "neuron" and v.device.index is not None:
+                return v.device
+    return None
+
+
 class GraphProgram:
     """A compiled FX graph: callable with the graph's real inputs, returns its outputs."""
 
@@ -76,13 +86,13 @@ class GraphProgram:
         self.executables: dict[tuple, "_Executable"] = {}
         self.structure = _structure_key(gm)
         self.host_failures = []  # (node, exception) of host-run ops that raised during a launch
+        self.traced_device = _traced_device(self.nodes)
 
     # ------------------------------------------------------------------------------------------
     # Calling
 
     def __call__(self, *args):
-        if storage._C._pending_events() or storage.applying:
-            storage.sync()
+        storage.sync()
         inputs, arrays, statics, sig, device = self._inputs(args)
         exe = self.executables.get(sig)
         if exe is None:
@@ -99,8 +109,7 @@ class GraphProgram:
         if self.random:
             extra.append(_GenSlot(None).draw(device.index))
         metrics.graph_executed(self.name)
-        if self.host_failures:
-            self.host_failures.clear()
+        self.host_failures.clear()
         try:
             outs = exe.fn(*arrays, *extra)
         except Exception as e:
@@ -120,7 +129,7 @@ class GraphProgram:
                 if a.device.type == "neuron" and device is None:
                     device = a.device
         if device is None:
-            device = self._traced_device()
+            device = self.traced_device or torch.device("neuron", torch.neuron.current_device())
         for ph, a in zip(self.placeholders, args):
             if isinstance(a, torch.Tensor):
                 t = a
@@ -145,15 +154,6 @@ class GraphProgram:
                 sig.append(("static", a))
         sig.append(device.index)
         return inputs, arrays, statics, tuple(sig), device
-
-    def _traced_device(self):
-        """The device of a graph with no neuron tensor input: the one its values were traced on
-        (a factory's `device="neuron:1"`), else the current device."""
-        for node in self.nodes:
-            for v in _vals(node.meta.get("val")):
-                if isinstance(v, torch.Tensor) and v.device.type == "neuron" and v.device.index is not None:
-                    return v.device
-        return torch.device("neuron", torch.neuron.current_device())
 
     # ------------------------------------------------------------------------------------------
     # Compiling
