@@ -587,16 +587,11 @@ def cholesky_inverse(self, upper):
 
 
 # conj_physical(Tensor self) -> Tensor
-@lower(aten.conj_physical.default)
-def conj_physical(self):
-    # CompositeImplicit itself: this lowering serves conj_physical.out and conj_physical_
-    return jnp.conj(self) if _is_complex(self) else self
-
-
 # _conj_physical(Tensor self) -> Tensor
-@lower(aten._conj_physical.default)
-def _conj_physical(self):
-    # a copy for real dtypes (as the CPU's kernel), the conjugated values for complex ones
+@lower(aten.conj_physical.default, aten._conj_physical.default)
+def conj_physical(self):
+    # conj_physical is CompositeImplicit itself: this lowering serves conj_physical.out and
+    # conj_physical_. A copy for real dtypes (as the CPU's kernel), the conjugated values for complex
     return jnp.conj(self) if _is_complex(self) else self
 
 
