@@ -40,7 +40,8 @@ def _register_backend(registry) -> None:
     registry.register_backend(compiler_fn=neuron_backend, name="neuron")
 
 
-_HOOKS = {_TRACE_RULES: _apply, _REGISTRY: _register_backend}
+# module -> (hook, a name the module defines once it has finished importing)
+_HOOKS = {_TRACE_RULES: (_apply, "add"), _REGISTRY: (_register_backend, "register_backend")}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -62,7 +63,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             self.pending.discard(name)
             if not self.pending:
                 sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-            _HOOKS[name](module)
+            _HOOKS[name][0](module)
 
         spec.loader.exec_module = exec_and_apply
         return spec
@@ -72,11 +73,11 @@ def install() -> None:
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return  # hooks still waiting for their modules
     pending = []
-    for name, hook in _HOOKS.items():
+    for name, (hook, defined_last) in _HOOKS.items():
         module = sys.modules.get(name)
         if module is None:
             pending.append(name)
-        elif hasattr(module, "add") or hasattr(module, "register_backend"):  # fully imported
+        elif hasattr(module, defined_last):  # fully imported
             hook(module)
     if pending:
         sys.meta_path.insert(0, _Finder(pending))
