@@ -44,8 +44,8 @@ stamp=build/.shim-stamp
 sum=$(cat csrc/* setup.py pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ] || ! ls torch_neuronx/_C*.so >/dev/null 2>&1 \
    || ! "$PY" -c 'import importlib.metadata as m; m.version("torch-neuronx")' >/dev/null 2>&1 \
-   || ! "$PY" -c 'import importlib.util as u, os, sys
-s = u.find_spec("torch_neuronx")  # the install must point at this checkout (it may have moved)
+   || ! "$PY" -P -c 'import importlib.util as u, os, sys
+s = u.find_spec("torch_neuronx")  # the install must point at this checkout (it may have moved); -P skips the cwd
 sys.exit(s is None or not s.origin.startswith(os.getcwd() + "/"))' >/dev/null 2>&1; then
   echo "setup: building the C++ shim and installing torch-neuronx (editable)" >&2
   "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .

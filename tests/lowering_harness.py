@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from torch_neuronx._jax import jax, jnp
+from torch_neuronx.runtime.lazy_jax import jax, jnp
 from torch_neuronx.ops import LOWERINGS, normalize
-from torch_neuronx.ops._dtypes import to_numpy_dtype, to_torch_dtype
+from torch_neuronx.ops.dtypes import to_numpy_dtype, to_torch_dtype
 
 aten = torch.ops.aten
 

@@ -98,7 +98,7 @@ def test_conjugate_and_negative_views(case):
 
 def test_conj_lowering_refuses_real_input():
     # PyTorch (CPU, meta, fake) asserts a complex tensor; the lowering gives no meaning to a real one
-    from torch_neuronx._jax import jnp
+    from torch_neuronx.runtime.lazy_jax import jnp
     from torch_neuronx.ops import LOWERINGS
 
     with pytest.raises(RuntimeError, match="_conj: expected a complex tensor"):

@@ -11,7 +11,7 @@ import torch  # noqa: E402
 
 from lowering_harness import check_lowering, run_lowering, to_jax, to_torch  # noqa: E402
 from tolerances import EXACT  # noqa: E402
-from torch_neuronx._jax import jax  # noqa: E402
+from torch_neuronx.runtime.lazy_jax import jax  # noqa: E402
 from torch_neuronx.ops import LOWERINGS  # noqa: E402
 from torch_neuronx.ops import random as rnd  # noqa: E402
 
@@ -697,7 +697,7 @@ def test_native_dropout_backward():
 
 def test_result_dtype_matches_torch():
     from torch_neuronx.ops.elementwise import result_dtype
-    from torch_neuronx.ops._dtypes import to_numpy_dtype
+    from torch_neuronx.ops.dtypes import to_numpy_dtype
 
     dtypes = [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, BF, F32, torch.float64]
     scalars = [True, 3, 2.5]

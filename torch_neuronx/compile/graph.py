@@ -19,11 +19,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import metrics
-from .._jax import jax, jnp
+from ..runtime.lazy_jax import jax, jnp
 from ..eager import kernels, layout
 from ..eager.executor import _GENERATOR, _SCALAR, _TENSOR, _GenSlot, _schema_kind, _storage_elems, prng_key
 from ..ops import LOWERINGS, normalize
-from ..ops._dtypes import UnsupportedDtype, cast, to_numpy_dtype
+from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops._registry import CheckedCall
 from ..runtime import storage, transfer
 from ..runtime.devices import jax_device

@@ -75,7 +75,7 @@ def _unique_programs():
     each input element's group index, and each group's size."""
     import numpy as np
 
-    from .._jax import jax, jnp, lax
+    from ..runtime.lazy_jax import jax, jnp, lax
 
     def keys_of(x):
         return x.astype(np.uint8) if x.dtype == np.bool_ else x

@@ -19,10 +19,10 @@ import numpy as _np
 import torch
 
 from .. import _C, metrics
-from .._jax import jax, jnp
+from ..runtime.lazy_jax import jax, jnp
 from ..ops import normalize
 from ..ops._registry import CheckedCall
-from ..ops._dtypes import UnsupportedDtype, cast, to_numpy_dtype
+from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..runtime import storage
 from ..runtime.devices import jax_device
 from . import layout

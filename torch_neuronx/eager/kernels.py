@@ -125,7 +125,7 @@ def device_flat(t: torch.Tensor):
     c = executor.run(_spec(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
     buf = storage.BUFFERS.get(_C._storage_key(c))
     if buf is None:  # nothing was ever written: zeros
-        from .._jax import jnp
+        from ..runtime.lazy_jax import jnp
 
         return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))
     return buf

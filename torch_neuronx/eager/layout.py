@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .._jax import jnp, lax
+from ..runtime.lazy_jax import jnp, lax
 
 
 def is_contiguous(sizes, strides) -> bool:

@@ -1,7 +1,7 @@
 """The lowering library: pure jax functions, one per ATen overload, grouped by op family.
 
 Importing this package fills `LOWERINGS`; it does not import jax (the families use the lazy
-proxies of `torch_neuronx._jax`), so it is cheap enough for `import torch`'s autoload.
+proxies of `torch_neuronx.runtime.lazy_jax`), so it is cheap enough for `import torch`'s autoload.
 """
 import importlib
 
@@ -27,7 +27,7 @@ FAMILIES = (
     "special",
 )
 
-from .._jax import deferring
+from ..runtime.lazy_jax import deferring
 
 with deferring():
     for _family in FAMILIES:

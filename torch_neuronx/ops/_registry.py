@@ -119,7 +119,7 @@ def require(ok, error: type[Exception], message: str) -> None:
 
 
 def require_in_range(index, size: int, error: type[Exception], message: str, allow_negative: bool) -> None:
-    from .._jax import jnp
+    from ..runtime.lazy_jax import jnp
 
     low = -size if allow_negative else 0
     require(jnp.all((index >= low) & (index < size)), error, message)

@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from .._jax import jnp, lax
-from ._dtypes import opmath
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import opmath
 from ._registry import aten, lower
 
 _F32 = np.dtype(np.float32)

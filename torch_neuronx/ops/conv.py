@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from .._jax import jax, jnp, lax
-from ._dtypes import is_low_precision, opmath
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import is_low_precision, opmath
 from ._registry import aten, lower, require
 
 _F32 = np.dtype(np.float32)

@@ -1,6 +1,6 @@
 """Copies between tensors on one device (cross-device copies are the runtime's transfers)."""
-from .._jax import jnp
-from ._dtypes import cast
+from ..runtime.lazy_jax import jnp
+from .dtypes import cast
 from ._registry import aten, lower
 
 

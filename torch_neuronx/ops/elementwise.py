@@ -12,8 +12,8 @@ import math
 import numpy as np
 import torch
 
-from .._jax import jax, jnp, lax
-from ._dtypes import cast, is_low_precision, to_numpy_dtype
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import cast, is_low_precision, to_numpy_dtype
 from ._registry import aten, lower
 
 # ---------------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from .._jax import jnp, lax
-from ._dtypes import to_numpy_dtype
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import to_numpy_dtype
 from ._registry import aten, lower
 from .elementwise import _category, _compute, _is_floatlike, cast, default_float, result_dtype
 

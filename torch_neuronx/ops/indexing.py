@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jax import jnp, lax
-from ._dtypes import is_low_precision, to_torch_dtype
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require_in_range
 
 _F32 = np.dtype(np.float32)

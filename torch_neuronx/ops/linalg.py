@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jax import jnp, lax
-from ._dtypes import is_low_precision, opmath
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import is_low_precision, opmath
 from ._registry import aten, lower
 
 _F32 = np.dtype(np.float32)

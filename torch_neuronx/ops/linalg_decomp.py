@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._jax import jax, jnp, lax
-from ._dtypes import opmath
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import opmath
 from ._registry import aten, lower, require, require_in_range
 
 _I32 = np.dtype(np.int32)

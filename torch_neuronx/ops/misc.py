@@ -39,8 +39,8 @@ import math
 
 import numpy as np
 
-from .._jax import jax, jnp, lax
-from ._dtypes import is_low_precision, to_torch_dtype
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require, require_in_range
 from .elementwise import _compute, _float_dtype, cast
 from .factory import _linspace

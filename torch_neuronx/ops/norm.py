@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from .._jax import jnp, lax
-from ._dtypes import opmath
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import opmath
 from ._registry import aten, lower
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jax import jax, jnp, lax
-from ._dtypes import to_numpy_dtype
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import to_numpy_dtype
 from ._registry import aten, lower
 from .elementwise import _category, _compute, _is_floatlike, _is_weak, cast, default_float, result_dtype
 from .factory import _dtype

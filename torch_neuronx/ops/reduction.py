@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .._jax import jnp, lax
-from ._dtypes import is_low_precision, opmath, to_numpy_dtype
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import is_low_precision, opmath, to_numpy_dtype
 from ._registry import aten, lower
 
 _I64 = np.dtype(np.int64)

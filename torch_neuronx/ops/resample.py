@@ -34,8 +34,8 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .._jax import jax, jnp, lax
-from ._dtypes import is_low_precision
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import is_low_precision
 from ._registry import aten, lower
 
 _F32 = np.dtype(np.float32)

@@ -8,8 +8,8 @@ import functools
 
 import torch
 
-from .._jax import jnp, lax
-from ._dtypes import to_numpy_dtype, to_torch_dtype
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import to_numpy_dtype, to_torch_dtype
 from ._registry import aten, lower, require_in_range
 
 

@@ -19,8 +19,8 @@ import math
 import numpy as np
 import torch
 
-from .._jax import jax, jnp, lax
-from ._dtypes import is_low_precision, to_numpy_dtype
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import is_low_precision, to_numpy_dtype
 from ._registry import aten, lower, require
 from .elementwise import cast, result_dtype
 

@@ -33,8 +33,8 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .._jax import jax, jnp, lax
-from ._dtypes import cast, is_low_precision
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dtypes import cast, is_low_precision
 from ._registry import aten, lower, require_in_range
 from .elementwise import (_binary_float, _compute, _float_dtype, _float_pow, _is_float, _out, _unary_float,
                           result_dtype)

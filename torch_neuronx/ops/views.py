@@ -20,8 +20,8 @@ import math
 import numpy as np
 import torch
 
-from .._jax import jnp, lax
-from ._dtypes import to_numpy_dtype
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import to_numpy_dtype
 from ._registry import aten, lower, require
 from .elementwise import cast
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .. import _jax
+from . import lazy_jax
 from . import config
 
 _lock = threading.Lock()
@@ -30,7 +30,7 @@ def jax_devices() -> list:
         return _devices
     with _lock:
         if _devices is None:
-            jax = _jax.load()
+            jax = lazy_jax.load()
             plat = config.platform()
             try:
                 available = jax.devices(plat)

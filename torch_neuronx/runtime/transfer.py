@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..ops._dtypes import to_numpy_dtype, to_torch_dtype
+from .dtypes import to_numpy_dtype, to_torch_dtype
 from .devices import jax_device
-from .._jax import jax
+from .lazy_jax import jax
 
 _VIEW_AS_INT = {1: (torch.uint8, np.uint8), 2: (torch.int16, np.int16)}
 _NO_NUMPY = {torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}

@@ -1,49 +1,16 @@
-"""torch dtype <-> jax dtype, and the compute dtype PyTorch's CPU kernels use."""
+"""The dtype rules lowerings share: the compute dtype PyTorch's CPU kernels use ("opmath") and
+PyTorch's conversion semantics (`cast`). The torch <-> numpy dtype maps are the runtime's."""
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import torch
 
-# numpy dtypes jax accepts; bfloat16 and float8 come from ml_dtypes, as in jax itself.
-TORCH_TO_NUMPY = {
-    torch.float32: np.dtype(np.float32),
-    torch.float64: np.dtype(np.float64),
-    torch.float16: np.dtype(np.float16),
-    torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
-    torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
-    torch.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
-    torch.int8: np.dtype(np.int8),
-    torch.int16: np.dtype(np.int16),
-    torch.int32: np.dtype(np.int32),
-    torch.int64: np.dtype(np.int64),
-    torch.uint8: np.dtype(np.uint8),
-    torch.uint16: np.dtype(np.uint16),
-    torch.uint32: np.dtype(np.uint32),
-    torch.uint64: np.dtype(np.uint64),
-    torch.bool: np.dtype(np.bool_),
-    torch.complex64: np.dtype(np.complex64),
-    torch.complex128: np.dtype(np.complex128),
-}
-NUMPY_TO_TORCH = {v: k for k, v in TORCH_TO_NUMPY.items()}
+from ..runtime.dtypes import UnsupportedDtype, to_numpy_dtype, to_torch_dtype
+
+__all__ = ["UnsupportedDtype", "to_numpy_dtype", "to_torch_dtype", "opmath", "is_low_precision", "cast"]
 
 # Reduced-precision floats that PyTorch's CPU kernels compute in float32 ("opmath"), rounding once.
 _LOW_PRECISION = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
-
-
-class UnsupportedDtype(TypeError):
-    pass
-
-
-def to_numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    try:
-        return TORCH_TO_NUMPY[dtype]
-    except KeyError:
-        raise UnsupportedDtype(f"dtype {dtype} is not supported on the neuron device") from None
-
-
-def to_torch_dtype(dtype) -> torch.dtype:
-    return NUMPY_TO_TORCH[np.dtype(dtype)]
 
 
 def opmath(x):
@@ -67,7 +34,7 @@ def cast(x, dtype):
     255, inf and NaN -> the intermediate int's minimum; XLA saturates), anything -> bool is `x != 0`, complex -> real drops the imaginary part, and
     float -> float8_e4m3fn saturates to +-448 (inf too; XLA gives NaN). Weakly typed values
     (traced Python numbers) always become `dtype`."""
-    from .._jax import jax, jnp, lax
+    from ..runtime.lazy_jax import jax, jnp, lax
 
     dtype = np.dtype(dtype)
     x = jnp.asarray(x)

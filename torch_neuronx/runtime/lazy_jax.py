@@ -8,14 +8,10 @@ import importlib
 import os
 import threading
 
+from . import config
+
 _lock = threading.Lock()
 _jax = None
-
-
-def _num_host_devices() -> int:
-    from .runtime import config
-
-    return config.host_device_count()
 
 
 def load():
@@ -29,7 +25,7 @@ def load():
         # NEURON_RT_NUM_CORES decides how many CPU devices XLA makes (replacing any inherited flag,
         # e.g. from a parent process that set its own count)
         flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-        flags.append(f"--xla_force_host_platform_device_count={_num_host_devices()}")
+        flags.append(f"--xla_force_host_platform_device_count={config.host_device_count()}")
         os.environ["XLA_FLAGS"] = " ".join(flags)
         import jax
 
