@@ -15,8 +15,6 @@ CHILD = r"""
 import os, json, statistics, time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch, torch_neuronx
-from torch_neuronx.ops import _registry
-_registry.VALUE_CHECKS = os.environ["CHECKS"] == "1"
 torch.manual_seed(0)
 def med(fn, sync, n=300):
     for _ in range(10): fn()
@@ -41,7 +39,7 @@ print(json.dumps(out))
 
 
 def run(checks: bool) -> dict:
-    env = {**os.environ, "CHECKS": "1" if checks else "0"}
+    env = {**os.environ, "TORCH_NEURONX_VALUE_CHECKS": "1" if checks else "0"}
     r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -75,11 +75,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torch_neuronx;
   m.doc() = "torch_neuronx C++ shim: allocator, events, devices, generators";
 
+  // The constants Python shares with this shim: the event kinds of _drain_events and the lazy
+  // flags of _tensor_info. Python reads them here, never spells the numbers itself.
+  m.attr("EVENT_FREE") = static_cast<int>(kFree);
+  m.attr("EVENT_MOVE") = static_cast<int>(kMove);
+  m.attr("LAZY_CONJ") = static_cast<int>(kLazyConj);
+  m.attr("LAZY_NEG") = static_cast<int>(kLazyNeg);
+
   m.def(
       "_drain_events",
       [] { return events_to_list(drain_events()); },
       "Return and clear queued storage events, oldest first: list of "
-      "(kind, key, new_key, nbytes, device); kind 0 = FREE, 1 = MOVE.");
+      "(kind, key, new_key, nbytes, device); kind is EVENT_FREE or EVENT_MOVE.");
   m.def(
       "_pending_events",
       [] { return pending_events(); },
@@ -157,9 +164,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
             int_tuple(t.strides()),
             t.storage_offset(),
             py::reinterpret_borrow<py::object>(dtype),
-            (t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
+            (t.is_conj() ? kLazyConj : 0) | (t.is_neg() ? kLazyNeg : 0));
       },
       py::arg("tensor"),
       "(device_index, storage_key, storage_nbytes, sizes, strides, storage_offset, dtype, "
-      "lazy flags: 1 conjugate, 2 negative), or None off the neuron device");
+      "lazy flags: LAZY_CONJ | LAZY_NEG), or None off the neuron device");
 }

@@ -33,6 +33,9 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 // ---- allocator and storage events (allocator.cpp) -------------------------
 enum EventKind : int { kFree = 0, kMove = 1 };
 
+// A tensor's lazy bits, as _tensor_info reports them (exported to Python as LAZY_*).
+enum LazyFlag : int { kLazyConj = 1, kLazyNeg = 2 };
+
 struct StorageEvent {
   int kind;
   uint64_t key;

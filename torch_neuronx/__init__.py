@@ -35,9 +35,9 @@ def _register() -> None:
             _C._set_device_count(config.cpu_device_count())
         else:
             _C._set_device_count(1)  # replaced by the real count when the runtime starts
-        from .eager import kernels
+        from .eager import registration
 
-        kernels.register()
+        registration.register()
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )

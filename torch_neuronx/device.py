@@ -96,9 +96,9 @@ class device:
 
 def synchronize(device=None) -> None:
     """Wait for every launched op on `device` (all devices when None) to finish."""
-    from .eager import sync
+    from .runtime import storage
 
-    sync.synchronize(None if device is None else _index(device))
+    storage.synchronize(None if device is None else _index(device))
 
 
 def get_device_name(device=None) -> str:

@@ -2,14 +2,17 @@
 
 The graph is interpreted once, while jax traces it: every `call_function` node runs the lowering eager
 mode uses for its overload (`ops.LOWERINGS`), its results cast to the dtypes of the node's fake value.
-Parameters and buffers are inputs like any other: their device buffers enter the executable as they
-are (no copy). Input mutations (`copy_` into a placeholder, left in the graph by AOTAutograd's
-`keep_inference_input_mutations`) come back as extra outputs and are written into the input tensors.
+Inputs follow eager mode's calling protocol (`ops.protocol`): each tensor input is a view of a storage,
+and the executable takes the storage's buffer and reads the view inside itself (parameters and buffers
+enter as they are, views of them at no extra launch). Input mutations (`copy_` into a placeholder, left
+in the graph by AOTAutograd's `keep_inference_input_mutations`) are written into the storages inside
+the executable too, which returns their new buffers (the old ones donated). So a call runs no eager op.
 An op with no lowering runs on the host through a jax callback, counted as a fallback like in eager.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import operator
 import os
 import time
@@ -19,14 +22,15 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import metrics
-from ..runtime.lazy_jax import jax, jnp
-from ..eager import kernels, layout
-from ..eager.executor import _GENERATOR, _SCALAR, _TENSOR, _GenSlot, _schema_kind, _storage_elems, prng_key
-from ..ops import LOWERINGS, normalize
+from ..eager.buffers import to_host
+from ..eager.fallback import check_cpu_fallback
+from ..ops import LOWERINGS, checks, layout, normalize
+from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
-from ..ops._registry import CheckedCall
-from ..runtime import storage, transfer
-from ..runtime.devices import jax_device
+from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, arg_kind,
+                            fresh_storage, wrap)
+from ..runtime import config, devices, rng, storage, transfer
+from ..runtime.lazy_jax import jax, jnp
 from . import artifacts
 from .errors import NEFFCompilationError, NEFFExecutionError
 
@@ -34,8 +38,8 @@ aten = torch.ops.aten
 
 CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
 
-_TENSOR_INPUT = object()  # marks a placeholder fed by a tensor (others get their Python value)
 _TOKEN = object()  # an effect token (AOTAutograd orders side-effecting ops with them)
+_PROCESS = ("platform", config.platform(), "value_checks", checks.ENABLED)
 
 # Operations on Python ints (sizes) that a static graph may still carry
 _PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
@@ -70,6 +74,55 @@ def _traced_device(nodes):
     return None
 
 
+class _CallInputs:
+    """One call's inputs in the protocol's terms: the storages its tensors view, a layout per tensor
+    input (None for a Python value), the tensors themselves (CPU inputs copied to the device).
+
+    A view's offset is not part of the signature: it is passed at run time (`offsets`), so a graph
+    called on `timesteps[i]` for every i compiles once."""
+
+    def __init__(self, program, args, device):
+        self.storages = StorageInputs()
+        self.tensors = []  # per input: the neuron tensor, or None
+        self.layouts = []  # per input: its TensorLayout (offset None), or None
+        self.statics = []  # per input: None for a tensor, else its Python value
+        offsets = []
+        sig = []
+        for ph, a in zip(program.placeholders, args):
+            if isinstance(a, torch.Tensor):
+                t = program.on_device(ph, a, device)
+                lay = self.storages.of_tensor(t)
+                offsets.append(lay.offset)
+                lay = lay._replace(offset=None)
+                self.tensors.append(t)
+                self.layouts.append(lay)
+                self.statics.append(None)
+                sig.append(lay)
+            else:  # an int, or None for an effect token
+                self.tensors.append(None)
+                self.layouts.append(None)
+                self.statics.append(a)
+                sig.append(("static", a))
+        # neuron tensors the graph holds as constants are read from their storages too
+        self.constant_layouts = []
+        for c in program.device_constants:
+            lay = self.storages.of_tensor(c) if c is not None else None
+            if lay is not None:
+                offsets.append(lay.offset)
+                lay = lay._replace(offset=None)
+            self.constant_layouts.append(lay)
+        sig.extend(self.constant_layouts)
+        self.offsets = np.array(offsets, np.int64)
+        self.buffers = self.storages.buffers()
+        sig.append(StorageInputs.state(self.buffers))
+        sig.append(device.index)
+        self.sig = tuple(sig)
+
+    def arrays(self) -> list:
+        """The executable's inputs, but for a random graph's draw: buffers, then the offsets."""
+        return [b for b in self.buffers if b is not None] + [self.offsets]
+
+
 class GraphProgram:
     """A compiled FX graph: callable with the graph's real inputs, returns its outputs."""
 
@@ -81,19 +134,27 @@ class GraphProgram:
         self.nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.constants = [n for n in gm.graph.nodes if n.op == "get_attr"]
+        values = [getattr(gm, n.target, None) for n in self.constants]
+        self.device_constants = [v if isinstance(v, torch.Tensor) and v.device.type == "neuron" else None for v in values]
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.random = any(_is_random(n) for n in self.nodes)
         self.executables: dict[tuple, "_Executable"] = {}
         self.structure = _structure_key(gm)
         self.host_failures = []  # (node, exception) of host-run ops that raised during a launch
         self.traced_device = _traced_device(self.nodes)
+        index = {ph: i for i, ph in enumerate(self.placeholders)}
+        # the inputs the graph writes (AOTAutograd's `copy_` into a placeholder)
+        self.mutated_inputs = frozenset(index[n.args[0]] for n in self.nodes
+                                        if n.target is aten.copy_.default and n.args[0].op == "placeholder")
 
     # ------------------------------------------------------------------------------------------
     # Calling
 
     def __call__(self, *args):
         storage.sync()
-        inputs, arrays, statics, sig, device = self._inputs(args)
+        device = self._device(args)
+        inputs = _CallInputs(self, args, device)
+        sig = inputs.sig
         exe = self.executables.get(sig)
         if exe is None:
             # the same graph (same code, same constants) compiled before for these inputs: a graph
@@ -101,17 +162,17 @@ class GraphProgram:
             exe = _EXECUTABLES.get((self.structure, sig)) if self.structure is not None else None
             if exe is None:
                 reason = self.first_reason if not self.executables else f"new input signature: {_describe_sig(sig)}"
-                exe = self._compile(sig, arrays, statics, device, reason)
+                exe = self._compile(inputs, device, reason)
             else:
                 metrics.graph_reused(self.name)
             self.executables[sig] = exe
-        extra = []
+        arrays = inputs.arrays()
         if self.random:
-            extra.append(_GenSlot(None).draw(device.index))
+            arrays.append(rng.draw(None, device.index))
         metrics.graph_executed(self.name)
         self.host_failures.clear()
         try:
-            outs = exe.fn(*arrays, *extra)
+            outs = exe.fn(*arrays)
         except Exception as e:
             if self.host_failures:  # an op run on the host raised: name it, with its own error
                 node, err = self.host_failures.pop()
@@ -121,50 +182,42 @@ class GraphProgram:
             raise NEFFExecutionError(f"graph {self.name}: the executable failed: {type(e).__name__}: {e}") from e
         return exe.finish(self, args, inputs, outs, device)
 
-    def _inputs(self, args):
-        inputs, arrays, statics, sig = [], [], [], []
-        device = None
-        for ph, a in zip(self.placeholders, args):
-            if isinstance(a, torch.Tensor):
-                if a.device.type == "neuron" and device is None:
-                    device = a.device
-        if device is None:
-            device = self.traced_device or torch.device("neuron", torch.neuron.current_device())
-        for ph, a in zip(self.placeholders, args):
-            if isinstance(a, torch.Tensor):
-                t = a
-                if a.device.type != "neuron":
-                    if os.environ.get(CPU_INPUTS_ENV, "copy").lower() == "error":
-                        raise NEFFExecutionError(
-                            f"graph {self.name}: input '{ph.name}' is on {a.device}, not on neuron "
-                            f"({CPU_INPUTS_ENV}=error forbids copying it): move it with .to('neuron')"
-                        )
-                    t = a.to(device)
-                elif a.device != device:
-                    raise NEFFExecutionError(
-                        f"graph {self.name}: input '{ph.name}' is on {a.device}, the graph runs on {device}"
-                    )
-                inputs.append(t)
-                arrays.append(kernels.device_flat(t))
-                sig.append((t.dtype, tuple(t.shape)))
-                statics.append(_TENSOR_INPUT)
-            else:  # an int, or None for an effect token
-                inputs.append(a)
-                statics.append(a)
-                sig.append(("static", a))
-        sig.append(device.index)
-        return inputs, arrays, statics, tuple(sig), device
+    def _device(self, args) -> torch.device:
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.device.type == "neuron":
+                return a.device
+        return self.traced_device or torch.device("neuron", torch.neuron.current_device())
+
+    def on_device(self, ph, a: torch.Tensor, device) -> torch.Tensor:
+        """Input `a` for placeholder `ph` as a neuron tensor on `device` (a CPU input is copied)."""
+        if a.device.type != "neuron":
+            if os.environ.get(CPU_INPUTS_ENV, "copy").lower() == "error":
+                raise NEFFExecutionError(
+                    f"graph {self.name}: input '{ph.name}' is on {a.device}, not on neuron "
+                    f"({CPU_INPUTS_ENV}=error forbids copying it): move it with .to('neuron')"
+                )
+            return a.to(device)
+        if a.device != device:
+            raise NEFFExecutionError(f"graph {self.name}: input '{ph.name}' is on {a.device}, the graph runs on {device}")
+        return a
 
     # ------------------------------------------------------------------------------------------
     # Compiling
 
-    def _compile(self, sig, arrays, statics, device, reason):
-        tracer = _Tracer(self, statics)
-        extra = [np.zeros(4, np.uint32)] if self.random else []
+    def _compile(self, inputs: _CallInputs, device, reason):
+        tracer = _Tracer(self, inputs)
+        arrays = inputs.arrays()
+        extra = [rng.PROBE_WORDS] if self.random else []
+        written = [i for i, lay in enumerate(inputs.layouts) if lay is not None and i in self.mutated_inputs]
+        slot_input = {}
+        for slot, b in enumerate(inputs.buffers):
+            if b is not None:
+                slot_input[slot] = len(slot_input)
+        donate = tuple(sorted({slot_input[inputs.layouts[i].slot] for i in written if inputs.layouts[i].slot in slot_input}))
         start = time.perf_counter()
         try:
-            with jax.default_device(jax_device(device.index)):
-                lowered = jax.jit(tracer.run).lower(*arrays, *extra)
+            with devices.on_device(device.index):
+                lowered = jax.jit(tracer.run, donate_argnums=donate).lower(*arrays, *extra)
         except NEFFCompilationError:
             raise
         except Exception as e:
@@ -178,12 +231,13 @@ class GraphProgram:
         except Exception as e:
             raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - start
-        exe = _Executable(fn, tracer)
+        exe = _Executable(fn, tracer, (_PROCESS, self.structure, inputs.sig[:-1]))
         if self.structure is not None:
-            _EXECUTABLES[(self.structure, sig)] = exe
+            _EXECUTABLES[(self.structure, inputs.sig)] = exe
         metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason, tracer.fallbacks)
         artifacts.save(self.name, len(self.executables), self.gm, lowered)
         return exe
+
 
 
 # (graph structure, input signature) -> executable, for every graph compiled in this process
@@ -198,8 +252,6 @@ def clear_cache() -> None:
 def _structure_key(gm) -> str | None:
     """A digest of what the graph computes: its code and the values of its constants (None when a
     constant cannot be read: such a graph is never shared)."""
-    import hashlib
-
     h = hashlib.sha256(gm.code.encode())
     for node in gm.graph.nodes:
         if node.op == "get_attr":
@@ -208,7 +260,7 @@ def _structure_key(gm) -> str | None:
                 return None
             h.update(f"{node.target}:{value.dtype}:{tuple(value.shape)}".encode())
             try:
-                host = kernels.to_host(value) if value.device.type == "neuron" else value
+                host = to_host(value) if value.device.type == "neuron" else value
                 h.update(transfer.torch_to_numpy(host.contiguous()).tobytes())
             except Exception:
                 return None
@@ -223,28 +275,36 @@ def _structure_key(gm) -> str | None:
 
 def _describe_sig(sig) -> str:
     parts = []
-    for s in sig[:-1]:
-        if s[0] == "static":
+    for s in sig[:-2]:
+        if s is None:
+            continue
+        if isinstance(s, tuple) and s and s[0] == "static":
             parts.append(repr(s[1]))
         else:
-            parts.append(f"{str(s[0]).removeprefix('torch.')}{list(s[1])}")
+            parts.append(f"{str(s.dtype).removeprefix('torch.')}{list(s.sizes)}")
     return "(" + ", ".join(parts) + ")"
 
 
 class _Executable:
-    def __init__(self, fn, tracer: "_Tracer"):
+    def __init__(self, fn, tracer: "_Tracer", key):
         self.fn = fn
-        self.outputs = tracer.outputs  # per graph output: ("tensor", fake) | ("input", i) | ("const", v)
-        self.mutations = tracer.mutations  # input indices written, in output order
+        self.key = key  # the value key: platform, graph structure, input layouts and storage states
+        self.fresh = tracer.fresh  # per fresh output: its fake value
+        self.returns = tracer.returns  # a Return per graph output
+        self.write_slots = tracer.write_slots  # storages the graph writes, in output order
         self.checks = tracer.checks  # (node, error, message)
         self.post_checks = tracer.post_checks
 
-    def finish(self, program, args, inputs, outs, device):
-        n_out = sum(1 for kind, _ in self.outputs if kind == "tensor")
-        fresh = outs[:n_out]
-        updates = outs[n_out:n_out + len(self.mutations)]
-        infos = outs[n_out + len(self.mutations):n_out + len(self.mutations) + len(self.post_checks)]
-        for (node, _info, api_name, is_matrix), info in zip(self.post_checks, infos):
+    def finish(self, program, args, inputs: _CallInputs, outs, device):
+        n_fresh = len(self.fresh)
+        fresh = outs[:n_fresh]
+        rest = outs[n_fresh:]
+        inputs.storages.store(self.write_slots, rest[: len(self.write_slots)])
+        rest = rest[len(self.write_slots):]
+        for i, t in enumerate(inputs.tensors):  # a CPU input the graph mutated gets its new values
+            if t is not None and t is not args[i] and inputs.layouts[i].slot in self.write_slots:
+                args[i].copy_(t)
+        for (node, _info, api_name, is_matrix), info in zip(self.post_checks, rest):
             host = np.asarray(info)
             if host.any():
                 try:
@@ -252,37 +312,25 @@ class _Executable:
                 except RuntimeError as e:
                     raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node.name}'): {e}") from e
         if self.checks:
-            failed = np.asarray(outs[-1])
-            for bad, (node, error, message) in zip(failed, self.checks):
-                if bad:
-                    raise NEFFExecutionError(
-                        f"graph {program.name}: op {node.target} (node '{node.name}'): "
-                        f"{error.__name__}: {message}"
-                    )
-        for i, flat in zip(self.mutations, updates):
-            target = args[i]
-            if target.device.type == "neuron":
-                kernels._copy_into(target, flat)
-            else:
-                target.copy_(kernels.to_host(kernels._wrap(flat, target.shape, target.dtype, device)))
+            failed = checks.first_failure(outs[-1], [(node, (error, message)) for node, error, message in self.checks])
+            if failed is not None:
+                node, (error, message) = failed
+                raise NEFFExecutionError(
+                    f"graph {program.name}: op {node.target} (node '{node.name}'): {error.__name__}: {message}"
+                )
         results = []
-        k = 0
-        for kind, what in self.outputs:
-            if kind == "tensor":
-                sizes, strides, dtype = tuple(what.shape), tuple(what.stride()), what.dtype
-                t = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
-                key = storage._C._storage_key(t)
-                if key:
-                    storage.BUFFERS[key] = fresh[k]
-                k += 1
-                if what.is_neg():
+        for kind, what in self.returns:
+            if kind == ReturnKind.FRESH:
+                fake = self.fresh[what]
+                t = wrap(fresh[what], tuple(fake.shape), tuple(fake.stride()), fake.dtype, device)
+                if fake.is_neg():
                     t = torch._neg_view(t)
-                if what.is_conj():
+                if fake.is_conj():
                     t = torch._conj(t)
-                if what.device.type == "cpu":
+                if fake.device.type == "cpu":
                     t = t.cpu()
                 results.append(t)
-            elif kind == "input":
+            elif kind == ReturnKind.ARGUMENT:
                 results.append(args[what])
             else:
                 results.append(what)
@@ -290,41 +338,51 @@ class _Executable:
 
 
 class _Tracer:
-    """Runs the graph's nodes on jax values (called by jax.jit while it traces)."""
+    """Runs the graph's nodes on jax values (called by jax.jit while it traces). What it learns while
+    tracing (the outputs' plan, the storages written, the value checks) is read off it afterwards."""
 
-    def __init__(self, program: GraphProgram, statics):
+    def __init__(self, program: GraphProgram, inputs: _CallInputs):
         self.program = program
-        self.statics = statics
+        self.inputs = inputs
         self.current = None
-        self.outputs = []
-        self.mutations = []
+        self.fresh = []
+        self.returns = []
+        self.write_slots = []
         self.checks = []
         self.post_checks = []  # (node, info array, api name, is_matrix): linalg error codes
         self.fallbacks = []
 
     def run(self, *flat):
-        program = self.program
+        program, inputs = self.program, self.inputs
         key = None
         if program.random:
-            words = flat[-1]
+            key = rng.prng_key(flat[-1])
             flat = flat[:-1]
-            key = prng_key(words)
+        offsets = flat[-1]
+        bufs = iter(flat[:-1])
+        storages = StorageProgram(inputs.storages.nbytes, [next(bufs) if b is not None else None for b in inputs.buffers])
         env = {}
-        arrays = iter(flat)
         index_of = {}
-        for i, (ph, s) in enumerate(zip(program.placeholders, self.statics)):
-            if s is _TENSOR_INPUT:  # its values arrive flat (reshaping here is free)
-                env[ph] = next(arrays).reshape(tuple(ph.meta["val"].shape))
+        offset_of = {}  # input or constant index -> its position in `offsets`
+        for i, lay in enumerate(inputs.layouts):
+            if lay is not None:
+                offset_of[i] = len(offset_of)
+        for i, (ph, lay) in enumerate(zip(program.placeholders, inputs.layouts)):
+            if lay is not None:
+                env[ph] = storages.read(lay, offsets[offset_of[i]])
             else:
+                s = inputs.statics[i]
                 env[ph] = _TOKEN if s is None else s
             index_of[ph] = i
-        for node in program.constants:  # tensors the graph holds (torch.tensor(...) in the model's code)
-            value = getattr(program.gm, node.target)
-            if value.device.type == "neuron":
-                env[node] = kernels.device_array(value)
+        n_inputs = len(offset_of)
+        for node, lay in zip(program.constants, inputs.constant_layouts):  # tensors the graph holds
+            if lay is not None:
+                env[node] = storages.read(lay, offsets[n_inputs])
+                n_inputs += 1
             else:
+                value = getattr(program.gm, node.target)
                 env[node] = jnp.asarray(transfer.torch_to_numpy(value.contiguous()))
-        mutated = {}
+        mutated = set()
         check_values = []
         for n_node, node in enumerate(program.nodes):
             self.current = node
@@ -332,7 +390,8 @@ class _Tracer:
                 dst = node.args[0]
                 meta = dst.meta["val"]
                 value = cast(jnp.broadcast_to(env[node.args[1]], tuple(meta.shape)), to_numpy_dtype(meta.dtype))
-                mutated[index_of[dst]] = value
+                storages.write(inputs.layouts[index_of[dst]], value, offsets[offset_of[index_of[dst]]])
+                mutated.add(index_of[dst])
                 env[node] = value
                 continue
             node_key = None if key is None else jax.random.fold_in(key, n_node)
@@ -345,13 +404,12 @@ class _Tracer:
         results = []
         for out in _vals(self.program.output.args[0]):
             if isinstance(out, torch.fx.Node) and env[out] is _TOKEN:
-                self.outputs.append(("const", None))
+                self.returns.append(Return(ReturnKind.CONSTANT, None))
             elif isinstance(out, torch.fx.Node):
                 if out.op == "placeholder" and index_of[out] not in mutated:
-                    self.outputs.append(("input", index_of[out]))
+                    self.returns.append(Return(ReturnKind.ARGUMENT, index_of[out]))
                     continue
                 fake = out.meta["val"]
-                sizes, strides = tuple(fake.shape), tuple(fake.stride())
                 r = cast(env[out], to_numpy_dtype(fake.dtype))
                 # an output PyTorch returns as a lazy conjugate / negative view (ifft of a real input
                 # ends in _conj) gets that bit too (`finish`): its storage holds the values before it
@@ -359,13 +417,13 @@ class _Tracer:
                     r = jnp.conj(r)
                 if fake.is_neg():
                     r = -r
-                results.append(layout.fresh(r.reshape(sizes), sizes, strides, _storage_elems(sizes, strides)))
-                self.outputs.append(("tensor", fake))
+                results.append(fresh_storage(r, tuple(fake.shape), tuple(fake.stride())))
+                self.returns.append(Return(ReturnKind.FRESH, len(self.fresh)))
+                self.fresh.append(fake)
             else:
-                self.outputs.append(("const", out))
-        self.mutations = sorted(mutated)
-        for i in self.mutations:
-            results.append(mutated[i].reshape(-1))
+                self.returns.append(Return(ReturnKind.CONSTANT, out))
+        self.write_slots = sorted({inputs.layouts[i].slot for i in mutated})
+        results.extend(storages.written(self.write_slots))
         for _node, info, _api, _is_matrix in self.post_checks:
             results.append(info)
         if check_values:
@@ -421,10 +479,10 @@ class _Tracer:
             return self._host_call(node, target, args, kwargs, val)
         call_args = normalize(target, args, kwargs)
         for i, (a, v) in enumerate(zip(target._schema.arguments, call_args)):
-            kind = _schema_kind(a, lowering)
-            if kind == _GENERATOR:
+            kind = arg_kind(a, lowering)
+            if kind == ArgKind.GENERATOR:
                 call_args[i] = key
-            elif kind in (_SCALAR, _TENSOR) and isinstance(v, (bool, int, float, complex)):
+            elif kind in (ArgKind.SCALAR, ArgKind.TENSOR) and isinstance(v, (bool, int, float, complex)):
                 call_args[i] = jnp.asarray(v)  # weakly typed, as eager passes a Python scalar
         if lowering.rng:
             call_args.append(key)
@@ -446,7 +504,7 @@ class _Tracer:
     def _host_call(self, node, op, args, kwargs, val):
         """An op with no lowering: run it on the host's CPU from inside the executable."""
         name = str(op)
-        kernels.allow_fallback(name, self.program.name, node.name, NEFFCompilationError, stacklevel=2)
+        check_cpu_fallback(name, self.program.name, node.name, NEFFCompilationError, stacklevel=2)
         self.fallbacks.append(name)
         # torch's pytree: FX hands Tensor[] arguments and kwargs over as immutable_list/immutable_dict,
         # which jax's pytree takes for leaves (their tensors would reach the host as tracers)

@@ -11,7 +11,10 @@ import functools
 import torch
 
 from .. import metrics
-from . import executor, kernels  # (kernels imports this module: its names are used at call time)
+from ..ops.protocol import wrap_contiguous
+from . import executor
+from .buffers import device_array, to_host
+from .specs import spec_for
 
 aten = torch.ops.aten
 
@@ -29,34 +32,26 @@ def masked_select(self, mask):
     return self_b.reshape(-1).index_select(0, flat)
 
 
-def repeat_interleave_kernel(spec_for):
+def repeat_interleave(repeats, *, output_size=None):
     """repeat_interleave.Tensor: its length is the sum of the repeats (one host read when the
     caller gives no output_size), then the static-shape lowering runs."""
-
-    def repeat_interleave(repeats, *, output_size=None):
-        if output_size is None:
-            output_size = int(repeats.sum().item())
-        return executor.run(spec_for(aten.repeat_interleave.Tensor), (repeats,), {"output_size": output_size})
-
-    return repeat_interleave
+    if output_size is None:
+        output_size = int(repeats.sum().item())
+    return executor.run(spec_for(aten.repeat_interleave.Tensor), (repeats,), {"output_size": output_size})
 
 
-def index_kernel(spec_for):
+def index(self, indices):
     """index.Tensor: boolean masks become the integer indices of their True elements, as PyTorch
     does, then the static-shape lowering runs."""
-
-    def index(self, indices):
-        if not any(i is not None and i.dtype in _MASKS for i in indices):
-            return executor.run(spec_for(aten.index.Tensor), (self, indices), {})
-        expanded = []
-        for i in indices:
-            if i is not None and i.dtype in _MASKS:
-                expanded.extend(nonzero(i).unbind(1))
-            else:
-                expanded.append(i)
-        return aten.index.Tensor(self, expanded)
-
-    return index
+    if not any(i is not None and i.dtype in _MASKS for i in indices):
+        return executor.run(spec_for(aten.index.Tensor), (self, indices), {})
+    expanded = []
+    for i in indices:
+        if i is not None and i.dtype in _MASKS:
+            expanded.extend(nonzero(i).unbind(1))
+        else:
+            expanded.append(i)
+    return aten.index.Tensor(self, expanded)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,7 +126,7 @@ def _unique_core(name, x, sort: bool, rows: bool):
     """(output, inverse, counts) as jax arrays for x (N,) or (N, ...) rows (N > 0). One host
     synchronization: the number of groups."""
     find, gather = _unique_programs()
-    arr = kernels.device_array(x)
+    arr = device_array(x)
     if rows:
         arr = arr.reshape(x.shape[0], -1)
     vals, perm, new, count = find(arr, sort=sort, rows=rows)
@@ -151,9 +146,9 @@ def _unique_flat(name, self, sort, return_inverse, return_counts):
                 _empty_long(self.shape if return_inverse else (0,), dev), _empty_long((0,), dev))
     out, inverse, counts = _unique_core(name, self.reshape(-1), sort, False)
     k = out.shape[0]
-    return (kernels._wrap(out, (k,), self.dtype, dev),
-            kernels._wrap(inverse, self.shape, torch.long, dev) if return_inverse else _empty_long((0,), dev),
-            kernels._wrap(counts, (k,), torch.long, dev) if return_counts else _empty_long((0,), dev))
+    return (wrap_contiguous(out, (k,), self.dtype, dev),
+            wrap_contiguous(inverse, self.shape, torch.long, dev) if return_inverse else _empty_long((0,), dev),
+            wrap_contiguous(counts, (k,), torch.long, dev) if return_counts else _empty_long((0,), dev))
 
 
 def _unique_rows(name, self, dim, sort):
@@ -173,16 +168,16 @@ def _unique_rows(name, self, dim, sort):
     out, inverse, counts = _unique_core(name, moved, sort, True)
     k = out.shape[0]
     shape = (k,) + tuple(moved.shape[1:])
-    output = kernels._wrap(out, shape, self.dtype, dev).movedim(0, dim)
-    return output, kernels._wrap(inverse, (self.size(dim),), torch.long, dev), kernels._wrap(counts, (k,), torch.long, dev)
+    output = wrap_contiguous(out, shape, self.dtype, dev).movedim(0, dim)
+    return output, wrap_contiguous(inverse, (self.size(dim),), torch.long, dev), wrap_contiguous(counts, (k,), torch.long, dev)
 
 
-def _unique(self, sorted=True, return_inverse=False):
+def unique(self, sorted=True, return_inverse=False):
     out, inverse, _ = _unique_flat("aten._unique.default", self, True, return_inverse, False)
     return out, inverse
 
 
-def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
+def unique2(self, sorted=True, return_inverse=False, return_counts=False):
     """torch.unique (dim=None). Always sorted, as PyTorch's CPU kernel (`sorted=False` too).
     Sorts on the device, waits once for the number of distinct values, then gathers."""
     return _unique_flat("aten._unique2.default", self, True, return_inverse, return_counts)
@@ -201,7 +196,7 @@ def bincount(self, weights=None, minlength=0):
         raise RuntimeError("weights should be 1-d and have the same length as input")
     n = minlength
     if self.numel():
-        low, high = (int(v) for v in kernels.to_host(torch.stack([self.min(), self.max()]).to(torch.int64)).tolist())
+        low, high = (int(v) for v in to_host(torch.stack([self.min(), self.max()]).to(torch.int64)).tolist())
         if low < 0:
             raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
         n = max(n, high + 1)

@@ -1,11 +1,13 @@
 """The eager executor: one ATen call on neuron tensors -> one cached XLA executable -> one launch.
 
-A call's signature (op, every tensor's dtype/shape/strides/offset/storage, the static arguments, the
-Python types of the traced scalars) keys an in-memory cache of jitted programs. A program reads every
-input view out of its storage buffer, runs the op's lowering, casts each result to the dtype
-PyTorch's meta kernel gives, and returns the new storage buffers: fresh ones for new tensors and
-updated ones for storages the op writes (in-place and out= ops, whose old buffers are donated).
-So reading a view and writing through one happen inside the op's executable.
+A call's key is a plain value (see ARCHITECTURE.md): the platform, the op's name, per argument its
+tensor layout (storage slot, dtype, sizes, strides, offset, storage size, lazy bits), static value
+or scalar type, what each storage holds now, and last the device index (left out of `value_key`,
+the part that names the executable anywhere). The program reads every input view out of its storage
+buffer, runs the op's lowering, casts each result to the dtype PyTorch's meta kernel gives, and
+returns the new storage buffers: fresh ones for new tensors and updated ones for storages the op
+writes (in-place and out= ops, whose old buffers are donated). So reading a view and writing
+through one happen inside the op's executable (`ops.protocol`).
 
 On a cache miss the op runs once on meta tensors of the same layout: that gives PyTorch's own
 shape checks and error messages, its result dtypes and its output strides.
@@ -15,122 +17,83 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as _np
+import numpy as np
 import torch
 
-from .. import _C, metrics
-from ..runtime.lazy_jax import jax, jnp
-from ..ops import normalize
-from ..ops._registry import CheckedCall
+from .. import metrics
+from ..ops import checks, normalize
+from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
-from ..runtime import storage
-from ..runtime.devices import jax_device
-from . import layout
+from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
+                            fresh_storage, wrap)
+from ..runtime import config, devices, rng, storage
+from ..runtime.lazy_jax import jax, jnp
+from .specs import OpSpec
 
 _Tensor = torch.Tensor
-_BUFFERS = storage.BUFFERS
-_layout_of = _C._tensor_layout
-_tensor_info = _C._tensor_info
-_storage_key = _C._storage_key
-_pending_frees = _C._pending_events
-_sync = storage.sync
-_executed = metrics._executed
-
-# Argument kinds, from the schema
-_STATIC, _SCALAR, _GENERATOR, _TENSOR = 0, 1, 2, 3
-_NUMBER_TYPES = (int, float, bool, complex)
+_tensor_info = storage.tensor_info
+_pending_events = storage.pending_events
+_executed = metrics.executed_counts()
+_STATIC, _SCALAR, _GENERATOR, _TENSOR = ArgKind.STATIC, ArgKind.SCALAR, ArgKind.GENERATOR, ArgKind.TENSOR
+# what every key of this process starts with: the platform and whether value checks are compiled in
+_PROCESS = ("platform", config.platform(), "value_checks", checks.ENABLED)
 
 
 class DeviceMismatch(RuntimeError):
     pass
 
 
-def _schema_kind(arg, lowering) -> int:
-    t = str(arg.type)
-    if t.startswith("Optional[Generator]") or t == "Generator":
-        return _GENERATOR
-    if t in ("Tensor", "Optional[Tensor]"):
-        return _TENSOR  # may also receive a Python number (a wrapped scalar): traced like a Scalar
-    if lowering is not None and arg.name in lowering.static:
-        return _STATIC
-    if t in ("number", "Optional[number]"):
-        return _SCALAR
-    if lowering is not None and arg.name in lowering.dynamic and t in ("float", "Optional[float]"):
-        return _SCALAR
-    return _STATIC
-
-
-class OpSpec:
-    """How one registered ATen overload maps onto a lowering."""
-
-    def __init__(self, op, functional, lowering):
-        self.op = op
-        self.name = str(op)
-        self.functional = functional  # the overload the lowering implements
-        self.lowering = lowering
-        schema = op._schema
-        self.arg_names = [a.name for a in schema.arguments]
-        self.kinds = [_schema_kind(a, lowering) for a in schema.arguments]
-        self.kind_by_name = dict(zip(self.arg_names, self.kinds))
-        self.written = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-        # out= arguments are not arguments of the functional overload
-        self.out_names = [a.name for a in schema.arguments if a.is_out]
-        returns = []
-        by_alias = {}
-        for a in schema.arguments:
-            if a.alias_info is not None and a.alias_info.is_write:
-                by_alias[frozenset(a.alias_info.before_set)] = a.name
-        for r in schema.returns:
-            alias = r.alias_info and by_alias.get(frozenset(r.alias_info.before_set))
-            returns.append(alias)  # name of the argument returned, or None for a fresh tensor
-        self.returns = returns
-        self.single_return = len(schema.returns) == 1
-        # a Generator argument left out still needs a key drawn from the default generator
-        gens = [i for i, k in enumerate(self.kinds) if k == _GENERATOR]
-        self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
-        self.extra_key = lowering is not None and lowering.rng
-
-
 class Entry:
-    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "compile_s", "checks")
+    """One compiled signature: the executable and how its outputs become the call's results."""
 
-    def __init__(self, fn, fresh, returns, write_slots, device):
+    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "compile_s", "checks", "key")
+
+    def __init__(self, fn, plan, device, checks, key):
         self.fn = fn
-        self.fresh = fresh  # (sizes, strides, dtype) of each fresh output, in return order
-        # per schema return: ("arg", name) | ("tensor", i into fresh) | ("const", None or int)
-        self.returns = returns
-        self.checks = []  # (exception type, message) of each value check the program computes
-        self.write_slots = write_slots  # storage keys' slot numbers updated, in output order
+        self.fresh = plan.fresh  # (sizes, strides, dtype) of each fresh output
+        self.returns = plan.returns  # a `Return` per schema return
+        self.write_slots = plan.write_slots  # the slots of the storages written, in output order
         self.device = device
+        self.checks = checks  # (error type, message) of each value check the program computes
+        self.key = key
         self.compile_s = 0.0
 
 
 _CACHE: dict[tuple, Entry] = {}
 
 
-def cache_size() -> int:
-    return len(_CACHE)
-
-
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+def value_key(key: tuple) -> tuple:
+    """A call key without its device index: what names the executable in any process."""
+    return key[:-1]
 
 
 # ----------------------------------------------------------------------------------------------
 # The call path
 
 
-class _Call:
-    """One call's flattened inputs, built while the cache key is built."""
+class _Draw:
+    """A Generator argument (None: the device's default): drawn at each launch."""
 
-    __slots__ = ("tensors", "layouts", "slots", "slot_keys", "scalars", "device")
+    __slots__ = ("gen",)
+
+    def __init__(self, gen):
+        self.gen = gen
+
+
+class _Call:
+    """One call's flattened inputs, built while its key is built."""
+
+    __slots__ = ("tensors", "layouts", "storages", "scalars", "device")
 
     def __init__(self):
         self.tensors = []  # neuron tensors, in argument order
-        self.layouts = []  # (slot, dtype, sizes, strides, offset, storage nbytes, lazy bits) per tensor
-        self.slots = {}  # storage key -> slot number
-        self.slot_keys = []  # slot -> (key, nbytes)
-        self.scalars = []  # traced values: Python numbers, and _GenSlots for generators
+        self.layouts = []  # their TensorLayouts
+        self.storages = StorageInputs()
+        self.scalars = []  # traced values: Python numbers, and _Draws for generators
         self.device = None
 
 
@@ -149,13 +112,7 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
         if call.device is not None:
             _raise_mismatch(call, t.device, name)
         call.device = index
-    slot = call.slots.get(key) if key else None
-    if slot is None:
-        slot = len(call.slot_keys)
-        if key:
-            call.slots[key] = slot
-        call.slot_keys.append((key, nbytes))
-    sig = (slot, dtype, sizes, strides, offset, nbytes, lazy)
+    sig = call.storages.layout(key, nbytes, sizes, strides, offset, dtype, lazy)
     call.tensors.append(t)
     call.layouts.append(sig)
     return sig
@@ -169,29 +126,27 @@ def _raise_mismatch(call, dev, name):
     )
 
 
-def _arg_sig(call: _Call, value, kind: int, name):
+def _arg_sig(call: _Call, value, kind, name):
     if isinstance(value, _Tensor):
         return _tensor_sig(call, value, name)
-    if kind == _SCALAR or (kind == _TENSOR and type(value) in _NUMBER_TYPES):
+    if kind == _SCALAR or (kind == _TENSOR and type(value) in NUMBER_TYPES):
         if value is None:
             return None
         call.scalars.append(value)
         return type(value)
     if kind == _GENERATOR:
-        call.scalars.append(_GenSlot(value))  # drawn once the device is known
+        call.scalars.append(_Draw(value))
         return _GENERATOR
     if isinstance(value, (list, tuple)):
-        if value and isinstance(value[0], _Tensor) or any(isinstance(v, _Tensor) for v in value):
-            return ("T[]",) + tuple(
-                _tensor_sig(call, v, name) if isinstance(v, _Tensor) else None for v in value
-            )
+        if any(isinstance(v, _Tensor) for v in value):
+            return ("T[]",) + tuple(_tensor_sig(call, v, name) if isinstance(v, _Tensor) else None for v in value)
         return tuple(value)
-    if type(value) in _NUMBER_TYPES:
+    if type(value) in NUMBER_TYPES:
         return (type(value), value)  # 3 and 3.0 are equal keys but give different results
     return value
 
 
-def _default_device(op_spec, args, kwargs):
+def _default_device(kwargs) -> int:
     dev = kwargs.get("device")
     if dev is None:
         return torch.neuron.current_device()
@@ -199,35 +154,44 @@ def _default_device(op_spec, args, kwargs):
     return dev.index if dev.index is not None else torch.neuron.current_device()
 
 
-def run(spec: OpSpec, args: tuple, kwargs: dict):
-    if _pending_frees() or storage.applying:
-        _sync()
+def _describe(spec: OpSpec, args: tuple, kwargs: dict):
+    """The call's flattened inputs, its storages' buffers, and its key."""
     call = _Call()
     kinds = spec.kinds
-    sig = [spec]
+    names = spec.arg_names
+    sig = [_PROCESS, spec.name]
     for i, a in enumerate(args):
         if isinstance(a, _Tensor):
-            sig.append(_tensor_sig(call, a, spec.arg_names[i]))
+            sig.append(_tensor_sig(call, a, names[i]))
         else:
-            sig.append(_arg_sig(call, a, kinds[i], spec.arg_names[i]))
+            sig.append(_arg_sig(call, a, kinds[i], names[i]))
     if kwargs:
         for k, v in kwargs.items():
             sig.append(k)
             sig.append(_arg_sig(call, v, spec.kind_by_name[k], k))
     gen = spec.generator
-    if (gen is not None and gen[0] >= len(args) and gen[1] not in kwargs) or spec.extra_key:
-        call.scalars.append(_GenSlot(None))
+    if (gen is not None and gen[0] >= len(args) and gen[1] not in kwargs) or spec.rng_key:
+        call.scalars.append(_Draw(None))
         sig.append(_GENERATOR)
     if call.device is None:
-        call.device = _default_device(spec, args, kwargs)
-    # what each storage holds now: the buffer's length and dtype, or nothing yet
-    buffers = []
-    for key, _nbytes in call.slot_keys:
-        buf = _BUFFERS.get(key) if key else None
-        buffers.append(buf)
-        sig.append(None if buf is None else (buf.shape[0], buf.dtype))
+        call.device = _default_device(kwargs)
+    buffers = call.storages.buffers()
+    sig.append(StorageInputs.state(buffers))
     sig.append(call.device)
-    key = tuple(sig)
+    return call, buffers, tuple(sig)
+
+
+def call_key(op, args: tuple, kwargs: dict) -> tuple:
+    """The value key of calling `op` (an overload with a neuron kernel) on these arguments."""
+    from .specs import spec_for
+
+    return value_key(_describe(spec_for(op), args, kwargs)[2])
+
+
+def run(spec: OpSpec, args: tuple, kwargs: dict):
+    if _pending_events() or storage.applying:
+        storage.sync()
+    call, buffers, key = _describe(spec, args, kwargs)
     entry = _CACHE.get(key)
     if entry is None:
         metrics.cache_miss(spec.name)
@@ -235,20 +199,30 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         if entry is None:  # out= tensors were resized: describe the call again
             return run(spec, args, kwargs)
     _executed[spec.name] += 1
+    outs = _launch(spec, entry, call, buffers)
+    if entry.checks:
+        failed = checks.first_failure(outs[-1], entry.checks)  # waits for the device
+        outs = outs[:-1]
+        if failed is not None:
+            _store_writes(call, entry, outs)
+            error, message = failed
+            raise error(f"{spec.name}: {message}")
+    return _finish(spec, args, kwargs, call, entry, outs)
+
+
+def _launch(spec, entry, call, buffers):
     inputs = [b for b in buffers if b is not None]
+    device = call.device
     for s in call.scalars:
-        if type(s) is _GenSlot:
-            inputs.append(s.draw(call.device))
+        if type(s) is _Draw:
+            inputs.append(rng.draw(s.gen, device))
         else:
-            arr = _scalar_arrays.get((call.device, type(s), s))
-            inputs.append(_scalar_array(s, call.device) if arr is None else arr)
+            arr = _scalar_arrays.get((device, type(s), s))
+            inputs.append(_scalar_array(s, device) if arr is None else arr)
     try:
-        outs = entry.fn(*inputs)
+        return entry.fn(*inputs)
     except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
         raise _launch_error(spec.name, e) from e
-    if entry.checks:
-        return _finish_checked(spec, args, kwargs, call, entry, outs)
-    return _finish(spec, args, kwargs, call, entry, outs)
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a
@@ -257,11 +231,11 @@ _scalar_arrays: dict[tuple, object] = {}
 
 
 def _scalar_array(value, device: int):
-    if type(value) not in _NUMBER_TYPES or value == 0 or not (-(2**62) < abs(value) < 2**62):
+    if type(value) not in NUMBER_TYPES or value == 0 or not (-(2**62) < abs(value) < 2**62):
         return value  # 0.0 == -0.0 as a key, and huge ints: pass them as they are
     if len(_scalar_arrays) >= 4096:
         _scalar_arrays.clear()
-    arr = jax.device_put(jnp.asarray(value), jax_device(device))
+    arr = devices.put(jnp.asarray(value), device)
     _scalar_arrays[(device, type(value), value)] = arr
     return arr
 
@@ -273,56 +247,22 @@ def _launch_error(op_name: str, e: Exception) -> Exception:
     return RuntimeError(f"{op_name}: the executable failed: {text}")
 
 
-def _finish_checked(spec, args, kwargs, call, entry, outs):
-    """Ops whose inputs must be checked by value (indices): this waits for the device."""
-    failed = _np.asarray(outs[-1])
-    result = _finish(spec, args, kwargs, call, entry, outs[:-1])
-    for bad, (error, message) in zip(failed, entry.checks):
-        if bad:
-            raise error(f"{spec.name}: {message}")
-    return result
-
-
-class _GenSlot:
-    """A Generator argument: traced as (seed, offset), drawn from the generator at each call."""
-
-    __slots__ = ("gen",)
-
-    def __init__(self, gen):
-        self.gen = gen
-
-    def draw(self, device):
-        gen = self.gen if self.gen is not None else torch.neuron.default_generators[device]
-        offset = gen.get_offset()
-        gen.set_offset(offset + 1)
-        seed = gen.initial_seed() & 0xFFFFFFFFFFFFFFFF
-        return _np.array([seed >> 32, seed & 0xFFFFFFFF, offset >> 32, offset & 0xFFFFFFFF], _np.uint32)
-
-
-def prng_key(words):
-    """The PRNG key of a generator draw (`_GenSlot.draw`'s words), inside a traced program."""
-    key = jax.random.wrap_key_data(words[:2], impl="threefry2x32")
-    return jax.random.fold_in(jax.random.fold_in(key, words[2]), words[3])
+def _store_writes(call, entry, outs):
+    call.storages.store(entry.write_slots, outs[len(entry.fresh):])
 
 
 def _finish(spec, args, kwargs, call, entry, outs):
-    fresh_bufs = outs[: len(entry.fresh)]
-    updates = outs[len(entry.fresh):]
-    for slot, buf in zip(entry.write_slots, updates):
-        k = call.slot_keys[slot][0]
-        if k:  # 0: an empty storage, which holds nothing
-            _BUFFERS[k] = buf
+    fresh = outs[: len(entry.fresh)]
+    _store_writes(call, entry, outs)
     results = []
     for kind, what in entry.returns:
-        if kind == "tensor":
-            sizes, strides, dtype = entry.fresh[what]
-            t = torch.empty_strided(sizes, strides, dtype=dtype, device=entry.device)
-            k = _storage_key(t)
-            if k:
-                _BUFFERS[k] = fresh_bufs[what]
-            results.append(t)
-        elif kind == "arg":
-            results.append(_arg_value(spec, args, kwargs, what))
+        if kind == ReturnKind.FRESH:
+            if type(what) is list:  # a Tensor[] return
+                results.append([_fresh_tensor(entry, i, fresh) for i in what])
+            else:
+                results.append(_fresh_tensor(entry, what, fresh))
+        elif kind == ReturnKind.ARGUMENT:
+            results.append(spec.arg_value(args, kwargs, what))
         else:
             results.append(what)
     if spec.single_return:
@@ -330,25 +270,25 @@ def _finish(spec, args, kwargs, call, entry, outs):
     return tuple(results)
 
 
-def _arg_value(spec, args, kwargs, name):
-    i = spec.arg_names.index(name)
-    return args[i] if i < len(args) else kwargs.get(name)
+def _fresh_tensor(entry, i, fresh):
+    sizes, strides, dtype = entry.fresh[i]
+    return wrap(fresh[i], sizes, strides, dtype, entry.device)
 
 
 # ----------------------------------------------------------------------------------------------
-# Compiling a new signature
+# Compiling a new signature: meta call, out= resizing, the output plan, the program, XLA
 
 
-def _to_meta(value, device_index):
+def _to_meta(value):
     if isinstance(value, _Tensor):
         if value.device.type != "neuron":
             return value  # a 0-dim CPU scalar tensor, which meta kernels accept as is
-        key, nbytes, sizes, strides, offset = _layout_of(value)
+        key, nbytes, sizes, strides, offset = storage.tensor_layout(value)
         n = nbytes // value.element_size() if value.element_size() else 0
         base = torch.empty(max(n, 0), dtype=value.dtype, device="meta")
         return base.as_strided(sizes, strides, offset)
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_meta(v, device_index) for v in value)
+        return type(value)(_to_meta(v) for v in value)
     if isinstance(value, torch.device) and value.type == "neuron":
         return torch.device("meta")
     if isinstance(value, str) and value.startswith("neuron"):
@@ -379,220 +319,198 @@ def _import_meta_dependencies() -> None:
             _imported = True
 
 
-def _meta_call(spec, args, kwargs, device_index):
+def _meta_call(spec, args, kwargs):
+    """The op on meta tensors of the same layouts: PyTorch's own checks, result dtypes and strides."""
     _import_meta_dependencies()
-    margs = [_to_meta(a, device_index) for a in args]
-    mkwargs = {k: _to_meta(v, device_index) for k, v in kwargs.items()}
+    margs = [_to_meta(a) for a in args]
+    mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if "device" in spec.arg_names and "device" not in mkwargs:
         i = spec.arg_names.index("device")
         if i >= len(margs):
             mkwargs["device"] = torch.device("meta")
-    out = spec.op(*margs, **mkwargs)
+    try:
+        out = spec.op(*margs, **mkwargs)
+    except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
+        raise _named(e, spec.name) from None
     return margs, mkwargs, out
 
 
-def _describe(t):
-    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+def _resize_out_arguments(spec, args, kwargs, margs, mkwargs) -> bool:
+    """out= tensors of the wrong shape are resized, as PyTorch does; True if any was."""
+    resized = False
+    for name in spec.out_names:
+        real = spec.arg_value(args, kwargs, name)
+        meta = spec.arg_value(margs, mkwargs, name)
+        if isinstance(real, _Tensor) and tuple(real.shape) != tuple(meta.shape):
+            real.resize_(meta.shape)
+            resized = True
+    return resized
 
 
-def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
-    device_index = call.device
-    try:
-        margs, mkwargs, mout = _meta_call(spec, args, kwargs, device_index)
-    except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
-        raise _named(e, spec.name) from None
+class _OutputPlan:
+    """What the lowering's outputs become. A functional lowering returns one value per schema
+    return (None/ints where the op returns those; their values come from meta; a list for a
+    Tensor[] return), then the new values of the arguments the op writes."""
 
-    # out= tensors of the wrong shape are resized, as PyTorch does, then the call is described anew
-    if spec.out_names:
-        resized = False
-        for name in spec.out_names:
-            real = _arg_value(spec, args, kwargs, name)
-            meta = _arg_value(spec, margs, mkwargs, name)
-            if isinstance(real, _Tensor) and tuple(real.shape) != tuple(meta.shape):
-                real.resize_(meta.shape)
-                resized = True
-        if resized:
-            return None
-
-    mouts = list(mout) if isinstance(mout, (tuple, list)) and not spec.single_return else [mout]
-    # Which lowering outputs become what: a functional lowering returns one value per schema
-    # return (None/ints where the op returns those; their values come from meta), then the new
-    # values of the arguments the op writes.
-    fresh, returns, take = [], [], []
-    n_own = 0
-    for ret, m in zip(spec.returns, mouts):
-        if ret is not None:
-            returns.append(("arg", ret))
-            continue
-        if isinstance(m, _Tensor):
-            returns.append(("tensor", len(fresh)))
-            fresh.append((tuple(m.shape), tuple(m.stride()), m.dtype))
-            take.append(n_own)
-        elif m is None or isinstance(m, (int, float, bool)):
-            returns.append(("const", m))
-        else:
-            raise NotImplementedError(f"neuron: {spec.name} returns {type(m).__name__}; it needs its own kernel")
-        n_own += 1
-    written = []  # (meta tensor, name) of each written argument that is a tensor (Tensor? may be None)
-    for k, name in enumerate(spec.written):
-        w = _arg_value(spec, margs, mkwargs, name)
-        if isinstance(w, _Tensor):
-            written.append((w, name))
-            take.append(n_own + k)
-    for w, name in written:
-        _check_no_overlap(spec, w, name)
-    # what each lowering output becomes: fresh tensors first, then written arguments
-    lowering_out_dtypes = [f[2] for f in fresh] + [w.dtype for w, _ in written]
-
-    n_present = sum(1 for b in buffers if b is not None)
-    slot_input = []
-    pos = 0
-    for b in buffers:
-        slot_input.append(pos if b is not None else None)
-        pos += b is not None
-    slot_lengths = [nbytes for _k, nbytes in call.slot_keys]
-    layouts = list(call.layouts)
-    tensor_index = {id(t): i for i, t in enumerate(call.tensors)}
-    write_targets = []
-    for name in spec.written:
-        t = _arg_value(spec, args, kwargs, name)
-        if isinstance(t, _Tensor):
-            write_targets.append(tensor_index[id(t)])
-    write_slots = []
-    for ti in write_targets:
-        s = layouts[ti][0]
-        if s not in write_slots:
-            write_slots.append(s)
-    func_op = spec.functional
-    lowering = spec.lowering
-    out_names = set(spec.out_names) if spec.functional is not spec.op else set()
-    arg_names = spec.arg_names
-    kinds = spec.kinds
-    scalar_is_gen = [type(s) is _GenSlot for s in call.scalars]
-    gen = spec.generator
-    add_generator = gen is not None and gen[0] >= len(args) and gen[1] not in kwargs
-
-    def program(*inputs):
-        bufs = inputs[:n_present]
-        scalars = list(inputs[n_present:])
-        # generators arrive as (seed, offset) pairs; each becomes one PRNG key
-        flat_scalars, k = [], 0
-        for is_gen in scalar_is_gen:
-            if is_gen:
-                words = scalars[k]  # seed hi, seed lo, offset hi, offset lo
-                flat_scalars.append(prng_key(words))
-                k += 1
+    def __init__(self, spec, args, kwargs, call, margs, mkwargs, mout):
+        mouts = list(mout) if isinstance(mout, (tuple, list)) and not spec.single_return else [mout]
+        self.fresh = []  # (sizes, strides, dtype) per fresh output
+        self.returns = []  # a Return per schema return
+        self.take = []  # per program output before the writes: (lowering output, list item or None)
+        n_own = 0  # the lowering's outputs: one per return that is not an argument
+        for ret, m in zip(spec.returns, mouts):
+            if ret is not None:
+                self.returns.append(Return(ReturnKind.ARGUMENT, ret))
+                continue
+            if isinstance(m, _Tensor):
+                self.returns.append(Return(ReturnKind.FRESH, len(self.fresh)))
+                self.fresh.append((tuple(m.shape), tuple(m.stride()), m.dtype))
+                self.take.append((n_own, None))
+            elif isinstance(m, list) and all(isinstance(x, _Tensor) for x in m):
+                self.returns.append(Return(ReturnKind.FRESH, list(range(len(self.fresh), len(self.fresh) + len(m)))))
+                for j, x in enumerate(m):
+                    self.fresh.append((tuple(x.shape), tuple(x.stride()), x.dtype))
+                    self.take.append((n_own, j))
+            elif m is None or isinstance(m, (int, float, bool)):
+                self.returns.append(Return(ReturnKind.CONSTANT, m))
             else:
-                flat_scalars.append(scalars[k])
-                k += 1
-        flats = {}
+                raise NotImplementedError(f"neuron: {spec.name} returns {type(m).__name__}; it needs its own kernel")
+            n_own += 1
+        # each written argument that is a tensor (Tensor? may be None): its meta tensor, its layout
+        self.written = []
+        tensor_index = {id(t): i for i, t in enumerate(call.tensors)}
+        for k, name in enumerate(spec.written):
+            meta = spec.arg_value(margs, mkwargs, name)
+            real = spec.arg_value(args, kwargs, name)
+            if isinstance(meta, _Tensor) and isinstance(real, _Tensor):
+                _check_no_overlap(spec, meta, name)
+                self.written.append((meta, call.layouts[tensor_index[id(real)]]))
+                self.take.append((n_own + k, None))
+        self.write_slots = []
+        for _meta, lay in self.written:
+            if lay.slot not in self.write_slots:
+                self.write_slots.append(lay.slot)
+        # the dtype and shape PyTorch gives each program output: fresh tensors, then written arguments
+        self.out_types = [(f[2], f[0]) for f in self.fresh] + [(m.dtype, tuple(m.shape)) for m, _l in self.written]
 
-        def flat(slot, dtype):
-            fk = (slot, dtype)
-            if fk not in flats:
-                np_dtype = to_numpy_dtype(dtype)
-                length = slot_lengths[slot] // np_dtype.itemsize
-                src = bufs[slot_input[slot]] if slot_input[slot] is not None else None
-                flats[fk] = layout.to_storage_dtype(src, np_dtype, length)
-            return flats[fk]
 
-        values = [_apply_lazy(layout.read(flat(l[0], l[1]), l[2], l[3], l[4]), l[6]) for l in layouts]
-        vals = iter(values)
-        scal = iter(flat_scalars)
+class _OpProgram:
+    """The jax function of one signature: storages and traced scalars in, buffers out. Tracing it
+    records the value checks its lowering made (`checks`)."""
+
+    def __init__(self, spec, args, kwargs, call, buffers, plan):
+        self.spec = spec
+        self.args, self.kwargs = args, kwargs
+        self.call = call
+        self.plan = plan
+        self.present = [b is not None for b in buffers]
+        self.is_draw = [type(s) is _Draw for s in call.scalars]
+        gen = spec.generator
+        self.add_generator = gen is not None and gen[0] >= len(args) and gen[1] not in kwargs
+        self.drop = set(spec.out_names) if spec.functional is not spec.op else set()
+        self.checks = []
+
+    def __call__(self, *inputs):
+        spec, call, plan = self.spec, self.call, self.plan
+        n_present = sum(self.present)
+        bufs = iter(inputs[:n_present])
+        storages = StorageProgram(call.storages.nbytes, [next(bufs) if p else None for p in self.present])
+        scalars = iter([rng.prng_key(s) if d else s for s, d in zip(inputs[n_present:], self.is_draw)])
+        values = iter([storages.read(lay) for lay in call.layouts])
+        call_args = self._lowering_args(values, scalars)
+        with CheckedCall() as checked:
+            results = spec.lowering.fn(*call_args)
+        self.checks = checked.described()
+        results = self._typed(results)
+        out = [fresh_storage(r, sizes, strides) for (sizes, strides, _d), r in zip(plan.fresh, results)]
+        for (_meta, lay), r in zip(plan.written, results[len(plan.fresh):]):
+            storages.write(lay, r)
+        out += storages.written(plan.write_slots)
+        if checked.checks:  # one bool per check: True where it failed
+            out.append(checked.failure_flags())
+        return tuple(out)
+
+    def _lowering_args(self, values, scalars):
+        spec = self.spec
 
         def rebuild(v, kind):
             if isinstance(v, _Tensor):
-                if v.device.type != "neuron":
-                    return next(scal)
-                return next(vals)
-            if kind == _SCALAR or (kind == _TENSOR and type(v) in _NUMBER_TYPES):
-                return None if v is None else next(scal)
+                return next(scalars) if v.device.type != "neuron" else next(values)
+            if kind == _SCALAR or (kind == _TENSOR and type(v) in NUMBER_TYPES):
+                return None if v is None else next(scalars)
             if kind == _GENERATOR:
-                return next(scal)
+                return next(scalars)
             if isinstance(v, (list, tuple)) and any(isinstance(x, _Tensor) for x in v):
                 return [rebuild(x, _STATIC) if isinstance(x, _Tensor) else x for x in v]
             return v
 
-        pargs = [rebuild(a, kinds[i]) for i, a in enumerate(args)]
+        pargs = [rebuild(a, spec.kinds[i]) for i, a in enumerate(self.args)]
         pkwargs = {}
-        for kname, v in kwargs.items():
-            r = rebuild(v, spec.kind_by_name[kname])
-            if kname not in out_names:
-                pkwargs[kname] = r
-        pargs = [a for i, a in enumerate(pargs) if arg_names[i] not in out_names]
-        if add_generator:
-            pkwargs[spec.generator[1]] = next(scal)
-        call_args = normalize(func_op, pargs, pkwargs)
-        if spec.extra_key:
-            call_args.append(next(scal))
-        with CheckedCall() as checked:
-            results = lowering.fn(*call_args)
-        entry.checks = [(error, message) for _ok, error, message in checked.checks]
-        if not isinstance(results, (tuple, list)):
-            results = (results,)
-        if len(results) <= max(take, default=-1):
-            raise RuntimeError(f"lowering of {func_op} returned {len(results)} values, {max(take) + 1} expected")
-        results = [results[i] for i in take]
-        shapes = [f[0] for f in fresh] + [tuple(w.shape) for w, _ in written]
-        # a lowering may skip an output nobody asked for (a gradient masked off): zeros, as meta says
-        results = [
-            jnp.zeros(shape, to_numpy_dtype(d)) if r is None else cast(r, to_numpy_dtype(d))
-            for r, d, shape in zip(results, lowering_out_dtypes, shapes)
-        ]
-        out_bufs = []
-        for (sizes, strides, dtype), r in zip(fresh, results):
-            length = _storage_elems(sizes, strides)
-            out_bufs.append(layout.fresh(r.reshape(sizes), sizes, strides, length))
-        updated = {}
-        for ti, r in zip(write_targets, results[len(fresh):]):
-            slot, dtype, sizes, strides, offset, _nb, lazy = layouts[ti]
-            r = _apply_lazy(r, lazy)  # a write through a conjugate/negative view stores the inverse
-            base = updated.get(slot)
-            if base is None or base.dtype != to_numpy_dtype(dtype):
-                base = flat(slot, dtype) if base is None else layout.to_storage_dtype(
-                    base, to_numpy_dtype(dtype), slot_lengths[slot] // to_numpy_dtype(dtype).itemsize
-                )
-            updated[slot] = layout.write(base, r, sizes, strides, offset)
-        outputs = tuple(out_bufs) + tuple(updated[s] for s in write_slots)
-        if checked.checks:  # one bool per check: True where it failed
-            outputs += (jnp.stack([~jnp.asarray(ok) for ok, _e, _m in checked.checks]),)
-        return outputs
+        for name, v in self.kwargs.items():
+            r = rebuild(v, spec.kind_by_name[name])
+            if name not in self.drop:
+                pkwargs[name] = r
+        pargs = [a for i, a in enumerate(pargs) if spec.arg_names[i] not in self.drop]
+        if self.add_generator:
+            pkwargs[spec.generator[1]] = next(scalars)
+        call_args = normalize(spec.functional, pargs, pkwargs)
+        if spec.rng_key:
+            call_args.append(next(scalars))
+        return call_args
 
-    donate = tuple(slot_input[s] for s in write_slots if slot_input[s] is not None)
-    entry = Entry(None, fresh, returns, write_slots, torch.device("neuron", device_index))
-    # compile now, on this call's inputs, so compile errors name the op
-    inputs = [b for b in buffers if b is not None]
-    probe_scalars = []
-    for s in call.scalars:
-        if type(s) is _GenSlot:
-            probe_scalars.append(_np.zeros(4, _np.uint32))
-        else:
-            probe_scalars.append(s)
+    def _typed(self, results):
+        """The program outputs the plan takes, each in the dtype meta gives (a lowering may skip an
+        output nobody asked for, a gradient masked off: zeros, as meta says)."""
+        if not isinstance(results, (tuple, list)) or self.spec.list_return:
+            results = (results,)
+        wanted = max((i for i, _j in self.plan.take), default=-1)
+        if len(results) <= wanted:
+            raise RuntimeError(f"lowering of {self.spec.functional} returned {len(results)} values, {wanted + 1} expected")
+        taken = [results[i] if j is None else results[i][j] for i, j in self.plan.take]
+        return [
+            jnp.zeros(shape, to_numpy_dtype(d)) if r is None else cast(r, to_numpy_dtype(d))
+            for r, (d, shape) in zip(taken, self.plan.out_types)
+        ]
+
+
+def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
+    margs, mkwargs, mout = _meta_call(spec, args, kwargs)
+    if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs):
+        return None
+    plan = _OutputPlan(spec, args, kwargs, call, margs, mkwargs, mout)
+    program = _OpProgram(spec, args, kwargs, call, buffers, plan)
     start = time.perf_counter()
-    try:
-        with jax.default_device(jax_device(device_index)):
-            fn = jax.jit(program, donate_argnums=donate).lower(*inputs, *probe_scalars).compile()
-    except UnsupportedDtype as e:
-        raise TypeError(f"neuron: {spec.name}: {e}") from None
-    except Exception as e:  # a lowering or XLA failure: say which op and which inputs
-        shapes = ", ".join(_describe(t) for t in call.tensors)
-        raise NotImplementedError(
-            f"neuron: {spec.name} could not be lowered for inputs ({shapes}): {type(e).__name__}: {e}"
-        ) from e
-    entry.fn = fn
+    fn = _compile_program(spec, program, call, buffers, plan)
+    entry = Entry(fn, plan, torch.device("neuron", call.device), program.checks, value_key(key))
     entry.compile_s = time.perf_counter() - start
     metrics.compiled(spec.name, entry.compile_s)
     _CACHE[key] = entry
     return entry
 
 
-def _apply_lazy(x, flags: int):
-    """A tensor's lazy conjugate (1) and negative (2) bits, made real: its values as PyTorch sees them."""
-    if flags & 1:
-        x = jnp.conj(x)
-    if flags & 2:
-        x = -x
-    return x
+def _compile_program(spec, program, call, buffers, plan):
+    """XLA's executable of `program`, compiled now on this call's inputs so errors name the op."""
+    slot_input = {}
+    for slot, b in enumerate(buffers):
+        if b is not None:
+            slot_input[slot] = len(slot_input)
+    donate = tuple(slot_input[s] for s in plan.write_slots if s in slot_input)
+    inputs = [b for b in buffers if b is not None]
+    probe = [rng.PROBE_WORDS if type(s) is _Draw else s for s in call.scalars]
+    try:
+        with devices.on_device(call.device):
+            return jax.jit(program, donate_argnums=donate).lower(*inputs, *probe).compile()
+    except UnsupportedDtype as e:
+        raise TypeError(f"neuron: {spec.name}: {e}") from None
+    except Exception as e:  # a lowering or XLA failure: say which op and which inputs
+        shapes = ", ".join(_describe_tensor(t) for t in call.tensors)
+        raise NotImplementedError(
+            f"neuron: {spec.name} could not be lowered for inputs ({shapes}): {type(e).__name__}: {e}"
+        ) from e
+
+
+def _describe_tensor(t):
+    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
 
 
 def _named(e: Exception, op_name: str) -> Exception:
@@ -601,12 +519,6 @@ def _named(e: Exception, op_name: str) -> Exception:
         return type(e)(message)
     except Exception:
         return RuntimeError(message)
-
-
-def _storage_elems(sizes, strides) -> int:
-    if any(n == 0 for n in sizes):
-        return 0
-    return 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
 
 
 def _check_no_overlap(spec, t, name):

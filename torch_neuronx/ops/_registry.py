@@ -20,7 +20,6 @@ variants are derived from them by rule (`eager`), not written twice. Ops that ex
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Callable
 
 import torch
@@ -86,40 +85,5 @@ def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
     return out
 
 
-# ---- checks on values (out-of-range indices): computed inside the op's executable, raised by the caller
-
-# The checks being collected, per thread: several threads may trace lowerings at once, and a check
-# one thread's trace makes must land in that trace (in another, it is lost: a silent clamp; or it
-# leaks a tracer into the other program).
-_state = threading.local()
-# Off only to measure what the checks cost (benchmarks/index_check.py): without them an
-# out-of-range index is silently clamped, a wrong answer.
-VALUE_CHECKS = True
-
-
-class CheckedCall:
-    """Collects the `require`s a lowering makes while it is traced (on this thread)."""
-
-    def __enter__(self):
-        self._outer = getattr(_state, "checks", None)
-        self.checks = _state.checks = []
-        return self
-
-    def __exit__(self, *exc):
-        _state.checks = self._outer
-        return False
-
-
-def require(ok, error: type[Exception], message: str) -> None:
-    """Inside a lowering: `ok` (a traced bool) must hold, else the op raises `error(message)` as
-    PyTorch's CPU kernel would (XLA itself would clamp an out-of-range index silently)."""
-    checks = getattr(_state, "checks", None)
-    if checks is not None and VALUE_CHECKS:
-        checks.append((ok, error, message))
-
-
-def require_in_range(index, size: int, error: type[Exception], message: str, allow_negative: bool) -> None:
-    from ..runtime.lazy_jax import jnp
-
-    low = -size if allow_negative else 0
-    require(jnp.all((index >= low) & (index < size)), error, message)
+# the value checks lowerings make (`require`), kept with the protocol that collects them
+from .checks import require, require_in_range  # noqa: E402,F401

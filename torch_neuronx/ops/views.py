@@ -15,13 +15,13 @@ Static arguments (dims, indices, sizes) are checked in Python as PyTorch's meta 
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 
 from ..runtime.lazy_jax import jnp, lax
 from .dtypes import to_numpy_dtype
+from . import layout
 from ._registry import aten, lower, require
 from .elementwise import cast
 
@@ -67,52 +67,6 @@ def _select_index(x, dim: int, index: int) -> tuple[int, int]:
             f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {dim}"
         )
     return d, index % n
-
-
-def _strided_indices(size, stride, offset: int, numel: int):
-    """Row-major element numbers of an as_strided view of a dense tensor of `numel` elements,
-    raising like PyTorch's setStorage when the view reaches past the end."""
-    size = [int(s) for s in size]
-    stride = [int(s) for s in stride]
-    if len(size) != len(stride):
-        raise RuntimeError(f"mismatch in length of strides and shape: {len(size)} vs {len(stride)}")
-    if any(s < 0 for s in size) or any(s < 0 for s in stride):
-        raise RuntimeError("as_strided: negative sizes and strides are not supported")
-    if math.prod(size) > 0:
-        needed = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-        if needed > numel:
-            raise RuntimeError(
-                f"setStorage: sizes {size}, strides {stride}, storage offset {offset} requiring a storage "
-                f"size of {needed} elements are out of bounds for storage of size {numel} elements"
-            )
-    ity = np.dtype(np.int32) if numel < 2**31 else _I64
-    idx = jnp.full(tuple(size), offset, ity)
-    for d, (n, s) in enumerate(zip(size, stride)):
-        if n > 1 and s:
-            idx = idx + lax.broadcasted_iota(ity, tuple(size), d) * np.array(s, ity)
-    return idx
-
-
-def _is_contiguous(size, stride) -> bool:
-    expected = 1
-    for n, s in reversed(list(zip(size, stride))):
-        if n != 1 and s != expected:
-            return False
-        expected *= n
-    return True
-
-
-def _as_strided_read(self, size, stride, storage_offset):
-    offset = 0 if storage_offset is None else int(storage_offset)
-    flat = self.reshape(-1)
-    size = tuple(int(s) for s in size)
-    numel = math.prod(size)
-    if _is_contiguous(size, stride) and offset + numel <= flat.shape[0]:
-        return lax.slice(flat, (offset,), (offset + numel,)).reshape(size)
-    idx = _strided_indices(size, stride, offset, flat.shape[0])
-    if numel == 0:
-        return jnp.zeros(size, self.dtype)
-    return flat.at[idx].get(mode="promise_in_bounds")
 
 
 def _diag_positions(shape, offset, dim1, dim2):
@@ -186,7 +140,10 @@ def alias(self):
 # as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 @lower(aten.as_strided.default)
 def as_strided(self, size, stride, storage_offset):
-    return _as_strided_read(self, size, stride, storage_offset)
+    offset = 0 if storage_offset is None else int(storage_offset)
+    flat = self.reshape(-1)
+    layout.check_bounds(size, stride, offset, flat.shape[0])
+    return layout.read(flat, tuple(int(n) for n in size), tuple(int(s) for s in stride), offset)
 
 
 # as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
@@ -200,14 +157,9 @@ def as_strided_scatter(self, src, size, stride, storage_offset):
             f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
             f"slice size = {list(size)}"
         )
-    if math.prod(size) == 0:
-        _strided_indices(size, stride, offset, flat.shape[0])  # its checks
-        return self
-    values = cast(src, self.dtype).reshape(-1)
-    if _is_contiguous(size, stride) and offset + values.shape[0] <= flat.shape[0]:
-        return lax.dynamic_update_slice(flat, values, (offset,)).reshape(self.shape)
-    idx = _strided_indices(size, stride, offset, flat.shape[0]).reshape(-1)
-    return flat.at[idx].set(values, mode="promise_in_bounds").reshape(self.shape)
+    layout.check_bounds(size, stride, offset, flat.shape[0])
+    stride = tuple(int(s) for s in stride)
+    return layout.write(flat, cast(src, self.dtype), size, stride, offset).reshape(self.shape)
 
 
 # diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)

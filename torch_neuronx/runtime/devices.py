@@ -1,4 +1,5 @@
-"""NeuronCores as PJRT devices of the selected platform. The only module that asks jax for devices."""
+"""NeuronCores as PJRT devices of the selected platform: the only module that asks jax for devices,
+places arrays on one (`put`) or makes one the default (`on_device`)."""
 from __future__ import annotations
 
 import os
@@ -71,5 +72,27 @@ def jax_device(index: int):
     return devices[index]
 
 
-def platform_name() -> str:
-    return config.platform()
+def index_of(buf) -> int:
+    """The neuron index of the device holding jax array `buf` (-1: several, or none of ours)."""
+    try:
+        (dev,) = buf.devices()
+    except ValueError:
+        return -1
+    for i, d in enumerate(jax_devices()):
+        if d == dev:
+            return i
+    return -1
+
+
+def put(value, index: int):
+    """`value` (a host array, a Python number or a jax array) as a jax array on neuron:index."""
+    return _jax_module().device_put(value, jax_device(index))
+
+
+def on_device(index: int):
+    """A context in which jax places new arrays (and traces programs) on neuron:index."""
+    return _jax_module().default_device(jax_device(index))
+
+
+def _jax_module():
+    return lazy_jax.load()

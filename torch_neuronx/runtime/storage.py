@@ -1,4 +1,4 @@
-"""Device buffers behind neuron storages.
+"""Device buffers behind neuron storages, and the shim's view of a tensor's storage.
 
 The C++ allocator gives each storage a unique (never dereferenced) address and no memory; the
 storage's contents live here as a flat jax array keyed by that address. A key with no entry is a
@@ -15,7 +15,14 @@ from .. import _C
 # key -> flat jax array (1-D) of the dtype that last wrote it
 BUFFERS: dict[int, object] = {}
 
-_FREE, _MOVE = 0, 1
+# The shim's per-tensor reads (see csrc/module.cpp): layout (key, nbytes, sizes, strides, offset),
+# info (device, key, nbytes, sizes, strides, offset, dtype, lazy flags) or None off the device.
+tensor_layout = _C._tensor_layout
+tensor_info = _C._tensor_info
+storage_key = _C._storage_key
+pending_events = _C._pending_events
+# a tensor's lazy bits in `tensor_info`: its values are the storage's conjugated / negated
+LAZY_CONJ, LAZY_NEG = _C.LAZY_CONJ, _C.LAZY_NEG
 
 # Events are drained from the queue and then applied, in Python, by whichever thread syncs first.
 # While one thread applies them, the queue already looks empty to the others: they must wait (a MOVE
@@ -33,9 +40,9 @@ def sync() -> None:
         applying = True
         try:
             for kind, key, new_key, nbytes, _device in _C._drain_events():
-                if kind == _FREE:
+                if kind == _C.EVENT_FREE:
                     BUFFERS.pop(key, None)
-                elif kind == _MOVE:
+                elif kind == _C.EVENT_MOVE:
                     buf = BUFFERS.get(key)
                     if buf is not None and nbytes > 0:
                         keep = nbytes // buf.dtype.itemsize
@@ -44,6 +51,25 @@ def sync() -> None:
             applying = False
 
 
+def whole_storage_key(t) -> int:
+    """The storage key if `t` is exactly its whole storage, row-major with no lazy bits; else 0."""
+    key, nbytes, sizes, strides, offset = tensor_layout(t)
+    if offset == 0 and t.is_contiguous() and t.numel() * t.element_size() == nbytes and not (t.is_conj() or t.is_neg()):
+        return key
+    return 0
+
+
 def live_buffers() -> int:
     sync()
     return len(BUFFERS)
+
+
+def synchronize(device: int | None = None) -> None:
+    """Wait for every buffer on `device` (all devices when None) to be computed."""
+    from . import devices
+
+    sync()
+    for buf in list(BUFFERS.values()):
+        if device is not None and devices.index_of(buf) != device:
+            continue
+        buf.block_until_ready()

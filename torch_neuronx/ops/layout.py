@@ -1,4 +1,5 @@
-"""Reading and writing strided views of a flat storage buffer, inside an op's jax program.
+"""Reading and writing strided views of a flat storage buffer, inside a jax program: the one
+implementation eager ops, compiled graphs and the view lowerings (as_strided, as_strided_scatter) use.
 
 All arguments but the arrays are static (known when the op is traced). A view is (sizes, strides,
 offset) in elements of its dtype over a storage of `length` elements. Views whose strides nest
@@ -12,6 +13,7 @@ import math
 import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
+from ..runtime.storage import LAZY_CONJ, LAZY_NEG
 
 
 def is_contiguous(sizes, strides) -> bool:
@@ -21,6 +23,39 @@ def is_contiguous(sizes, strides) -> bool:
             return False
         expected *= n
     return True
+
+
+def storage_elems(sizes, strides) -> int:
+    """How many elements a storage needs to hold the view (sizes, strides) at offset 0."""
+    if any(n == 0 for n in sizes):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+
+
+def check_bounds(sizes, strides, offset: int, length: int) -> None:
+    """Raise as PyTorch's setStorage does when the view reaches past a storage of `length` elements."""
+    sizes = [int(n) for n in sizes]
+    strides = [int(s) for s in strides]
+    if len(sizes) != len(strides):
+        raise RuntimeError(f"mismatch in length of strides and shape: {len(sizes)} vs {len(strides)}")
+    if any(n < 0 for n in sizes) or any(s < 0 for s in strides):
+        raise RuntimeError("as_strided: negative sizes and strides are not supported")
+    needed = offset + storage_elems(sizes, strides)
+    if math.prod(sizes) > 0 and needed > length:
+        raise RuntimeError(
+            f"setStorage: sizes {sizes}, strides {strides}, storage offset {offset} requiring a storage "
+            f"size of {needed} elements are out of bounds for storage of size {length} elements"
+        )
+
+
+def apply_lazy(x, flags: int):
+    """A tensor's lazy conjugate and negative bits made real: its values as PyTorch sees them (each
+    is its own inverse, so this also turns values into what a write through such a view stores)."""
+    if flags & LAZY_CONJ:
+        x = jnp.conj(x)
+    if flags & LAZY_NEG:
+        x = -x
+    return x
 
 
 def to_storage_dtype(buf, dtype, length: int):
@@ -150,6 +185,18 @@ def write(flat, value, sizes, strides, offset):
     x = lax.dynamic_update_slice(x, v, (0,) * len(block))
     padded = lax.dynamic_update_slice(padded, x.reshape(-1), (offset,))
     return padded[:length] if padded.shape[0] != length else padded
+
+
+def window(flat, offset, span: int):
+    """`span` elements of the storage from `offset` (a traced int): the part a view at offset reads."""
+    if span == 0:
+        return flat[:0]
+    return lax.dynamic_slice(flat, (offset,), (span,))
+
+
+def put_window(flat, values, offset):
+    """The storage with `values` (a `window`) written back at `offset` (a traced int)."""
+    return lax.dynamic_update_slice(flat, values, (offset,))
 
 
 def fresh(value, sizes, strides, length):

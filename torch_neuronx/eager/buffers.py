@@ -1,0 +1,55 @@
+"""A neuron tensor's values as a jax array, and writes of one: the eager side's buffer access.
+
+A tensor that is its whole storage (row-major, offset 0, no lazy bits) is its buffer: no launch, no
+copy. Anything else (a view) goes through one eager `clone` (read) or `copy_` (write) launch, whose
+executable reads or writes the view inside itself.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ops.protocol import wrap_contiguous
+from ..runtime import storage, transfer
+from ..runtime.lazy_jax import jnp
+from . import executor
+from .specs import spec_for
+
+aten = torch.ops.aten
+
+
+def device_flat(t: torch.Tensor):
+    """`t`'s values as a flat row-major jax array on its device."""
+    storage.sync()
+    key = storage.whole_storage_key(t)
+    if key:
+        buf = storage.BUFFERS.get(key)
+        if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
+            return buf
+    c = executor.run(spec_for(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
+    buf = storage.BUFFERS.get(storage.storage_key(c))
+    if buf is None:  # nothing was ever written: zeros
+        return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))
+    return buf
+
+
+def device_array(t: torch.Tensor):
+    """`t`'s values as a jax array of shape `t.shape` on its device."""
+    flat = device_flat(t)
+    return flat if t.dim() == 1 else flat.reshape(t.shape)
+
+
+def to_host(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy of a neuron tensor (waits for the device)."""
+    return transfer.numpy_to_torch(transfer.to_host(device_array(t))).reshape(t.shape)
+
+
+def copy_into(dst: torch.Tensor, arr) -> None:
+    """Write a flat jax array (dst's dtype, dst.numel() values, on dst's device) into dst."""
+    storage.sync()
+    key = storage.whole_storage_key(dst)
+    if key:
+        storage.BUFFERS[key] = arr
+        return
+    tmp = wrap_contiguous(arr, dst.shape, dst.dtype, dst.device)
+    executor.run(spec_for(aten.copy_.default), (dst, tmp), {})
+

@@ -1,0 +1,131 @@
+"""What runs an op with no neuron kernel: PyTorch's decomposition if it has one, else the CPU.
+
+The CPU fallback copies the inputs to the host, runs the op there and copies results (and written
+arguments) back; it is counted (`metrics`), warned about once per op, or refused: with
+TORCH_NEURONX_CPU_FALLBACK=error, `check_cpu_fallback` raises instead (compiled graphs ask it too).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+
+import torch
+
+from .. import metrics
+from ..ops.decompositions import decomposition_table
+from .buffers import to_host
+
+_state = threading.local()
+_warned: set[str] = set()
+FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
+
+
+def fallback(op, *args, **kwargs):
+    """The boxed PrivateUse1 fallback: every op without a neuron kernel arrives here."""
+    active = getattr(_state, "decomposing", None)
+    if active is None:
+        active = _state.decomposing = set()
+    decomp = decomposition_table().get(op)
+    if decomp is not None and op not in active:
+        metrics.decomposed(str(op))
+        active.add(op)
+        try:
+            out = decomp(*args, **kwargs)
+        finally:
+            active.discard(op)
+        if out is not NotImplemented:
+            return out
+    return cpu_fallback(op, args, kwargs)
+
+
+def _neuron_device(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, torch.Tensor) and v.device.type == "neuron":
+            return v.device
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                if isinstance(x, torch.Tensor) and x.device.type == "neuron":
+                    return x.device
+    dev = kwargs.get("device")
+    if dev is not None:
+        dev = torch.device(dev)
+        return dev if dev.index is not None else torch.device("neuron", torch.neuron.current_device())
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def check_cpu_fallback(name: str, graph: str | None = None, node: str | None = None, error=RuntimeError,
+                   stacklevel: int = 3) -> None:
+    """Before op `name` runs on the CPU (in eager mode, or from inside compiled `graph` at `node`):
+    raise `error` under TORCH_NEURONX_CPU_FALLBACK=error, else warn once per op (not when `silent`)."""
+    mode = os.environ.get(FALLBACK_ENV, "warn").lower()
+    if mode == "error":
+        metrics.fallback_refused(name)
+        where = f"graph {graph}: op {name} (node '{node}')" if graph else f"neuron: {name}"
+        raise error(f"{where} has no neuron lowering and {FALLBACK_ENV}=error forbids running it on the CPU")
+    if mode != "silent" and name not in _warned:
+        _warned.add(name)
+        runs = f"the compiled graph {graph} runs it" if graph else "it runs"
+        warnings.warn(
+            f"neuron: {name} is not lowered; {runs} on the CPU (copying its inputs to the host and back). "
+            f"torch_neuronx.get_fallback_ops() lists such ops; set {FALLBACK_ENV}=error to make this an error.",
+            stacklevel=stacklevel + 1,
+        )
+
+
+def cpu_fallback(op, args, kwargs):
+    name = str(op)
+    check_cpu_fallback(name)
+    metrics.fell_back(name)
+    device = _neuron_device(args, kwargs)
+
+    def to_cpu(v):
+        if isinstance(v, torch.Tensor) and v.device.type == "neuron":
+            # a CPU tensor of its own (to_host's may wrap numpy memory, which cannot be resized
+            # when the op resizes an out= argument)
+            return to_host(v).clone()
+        if isinstance(v, (list, tuple)):
+            return type(v)(to_cpu(x) for x in v)
+        if isinstance(v, torch.device) and v.type == "neuron":
+            return torch.device("cpu")
+        if isinstance(v, str) and v.startswith("neuron"):
+            return "cpu"
+        if isinstance(v, torch.Generator) and v.device.type == "neuron":
+            return None
+        return v
+
+    cpu_args = [to_cpu(a) for a in args]
+    cpu_kwargs = {k: to_cpu(v) for k, v in kwargs.items()}
+    out = op(*cpu_args, **cpu_kwargs)
+    schema = op._schema
+    by_alias = {}
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            orig = args[i] if i < len(args) else kwargs.get(a.name)
+            new = cpu_args[i] if i < len(args) else cpu_kwargs.get(a.name)
+            if isinstance(orig, torch.Tensor) and orig.device.type == "neuron":
+                if tuple(orig.shape) != tuple(new.shape):
+                    orig.resize_(new.shape)
+                orig.copy_(new)
+            by_alias[frozenset(a.alias_info.before_set)] = orig
+
+    def to_device(v):
+        if isinstance(v, torch.Tensor):
+            return v.to(device)
+        if isinstance(v, (list, tuple)):
+            return type(v)(to_device(x) for x in v)
+        return v
+
+    rets = schema.returns
+    if len(rets) == 1:
+        r = rets[0]
+        if r.alias_info is not None and frozenset(r.alias_info.before_set) in by_alias:
+            return by_alias[frozenset(r.alias_info.before_set)]
+        return to_device(out)
+    results = []
+    for r, v in zip(rets, out):
+        if r.alias_info is not None and frozenset(r.alias_info.before_set) in by_alias:
+            results.append(by_alias[frozenset(r.alias_info.before_set)])
+        else:
+            results.append(to_device(v))
+    return tuple(results)

@@ -1,0 +1,101 @@
+"""Registers the neuron kernels with PyTorch's dispatcher.
+
+Every lowered overload gets a PrivateUse1 kernel that runs it through the executor, and so do the
+in-place and out= variants its lowering computes (`ops.variants`). Transfers and `.item()`
+(`transfers`), the data-dependent sizes (`dynamic`: nonzero, masked_select, the unique family,
+bincount: one host read of the size each) and a few composite kernels (`composite_kernels`) have
+kernels of their own; ops whose meta function PyTorch lacks get one (`meta_kernels`). Everything
+else reaches the boxed fallback (`fallback`): PyTorch's decomposition if it has one, else the CPU.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ops import LOWERINGS
+from ..ops.variants import is_view, variants
+from . import composite_kernels, dynamic, executor, fallback, transfers
+from .meta_kernels import META_KERNELS
+from .specs import spec_for
+
+aten = torch.ops.aten
+_libs: list = []
+
+# views whose schema does not say so: PyTorch's own kernel makes them without a copy
+_NATIVE_IN_EAGER = {"aten::_unsafe_view"}
+
+
+def _reaches_backend(op) -> bool:
+    """An eager kernel of ours is wanted: not composite (PyTorch decomposes those above us), not one
+    of the C++ shim's kernels, and not a view (eager views are native strided tensors; the table's
+    functional lowerings of views serve compiled graphs)."""
+    name = op.name()
+    return not (
+        is_view(op)
+        or name in _NATIVE_IN_EAGER
+        or torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+        or torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+    )
+
+
+def _kernel(op):
+    """The PrivateUse1 kernel of `op`; its OpSpec is looked up on first call (keeps `import torch` fast)."""
+    run = executor.run
+    spec = None
+
+    def kernel(*args, **kwargs):
+        nonlocal spec
+        if spec is None:
+            spec = spec_for(op)
+        return run(spec, args, kwargs)
+
+    kernel.__name__ = f"neuron_{op}"
+    return kernel
+
+
+def register() -> None:
+    """Install every neuron kernel (idempotent). Imports no jax."""
+    if _libs:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        _register_into(lib)
+    except BaseException:
+        lib._destroy()
+        raise
+
+
+def _register_into(lib) -> None:
+    own = {
+        aten.copy_.default: transfers.copy_,
+        aten._copy_from.default: transfers.copy_from,
+        aten._to_copy.default: transfers.to_copy,
+        aten._local_scalar_dense.default: transfers.local_scalar_dense,
+        aten._fused_sdp_choice.default: composite_kernels.fused_sdp_choice,
+        aten.native_batch_norm.default: composite_kernels.native_batch_norm,
+        aten.equal.default: composite_kernels.equal,
+        aten.nonzero.default: dynamic.nonzero,
+        aten.masked_select.default: dynamic.masked_select,
+        aten._unique.default: dynamic.unique,
+        aten._unique2.default: dynamic.unique2,
+        aten.bincount.default: dynamic.bincount,
+        aten.unique_consecutive.default: dynamic.unique_consecutive,
+        aten.unique_dim.default: dynamic.unique_dim,
+        aten.unique_dim_consecutive.default: dynamic.unique_dim_consecutive,
+        aten.index.Tensor: dynamic.index,
+        aten.repeat_interleave.Tensor: dynamic.repeat_interleave,
+    }
+    for op, fn in own.items():
+        lib.impl(op, fn, "PrivateUse1")
+    for op, fn in META_KERNELS.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Meta"):
+            lib.impl(op, fn, "Meta")
+    done = set(own)
+    for op in list(LOWERINGS):
+        for target in [op] + variants(op):
+            if target in done or not _reaches_backend(target):
+                continue
+            done.add(target)
+            lib.impl(target, _kernel(target), "PrivateUse1")
+    boxed = torch.library.Library("_", "IMPL")
+    boxed.fallback(fallback.fallback, dispatch_key="PrivateUse1")
+    _libs.extend([lib, boxed])

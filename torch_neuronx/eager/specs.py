@@ -1,0 +1,64 @@
+"""One `OpSpec` per ATen overload: how the overload's arguments map onto its lowering.
+
+Every caller of an overload (its registered kernel, a transfer, a host read of a view) gets the
+same spec from `spec_for`, so every call of one overload goes through one cache entry per signature.
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ..ops import LOWERINGS
+from ..ops.protocol import ArgKind, arg_kind
+from ..ops.variants import functional_of
+
+
+class OpSpec:
+    """How one registered ATen overload maps onto a lowering."""
+
+    def __init__(self, op, functional, lowering):
+        self.op = op
+        self.name = str(op)
+        self.functional = functional  # the overload the lowering implements
+        self.lowering = lowering
+        schema = op._schema
+        self.arg_names = [a.name for a in schema.arguments]
+        self.kinds = [arg_kind(a, lowering) for a in schema.arguments]
+        self.kind_by_name = dict(zip(self.arg_names, self.kinds))
+        self.written = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        # out= arguments are not arguments of the functional overload
+        self.out_names = [a.name for a in schema.arguments if a.is_out]
+        by_alias = {}
+        for a in schema.arguments:
+            if a.alias_info is not None and a.alias_info.is_write:
+                by_alias[frozenset(a.alias_info.before_set)] = a.name
+        # per schema return: the name of the argument it returns, or None for a fresh tensor
+        self.returns = [r.alias_info and by_alias.get(frozenset(r.alias_info.before_set)) for r in schema.returns]
+        self.single_return = len(schema.returns) == 1
+        # one Tensor[] return: the lowering returns a list, which is that one return
+        self.list_return = self.single_return and str(schema.returns[0].type) == "List[Tensor]"
+        # a Generator argument left out still needs a key drawn from the default generator
+        gens = [i for i, k in enumerate(self.kinds) if k == ArgKind.GENERATOR]
+        self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
+        self.rng_key = lowering is not None and lowering.rng  # a random op whose schema has no Generator
+
+    def arg_value(self, args, kwargs, name):
+        i = self.arg_names.index(name)
+        return args[i] if i < len(args) else kwargs.get(name)
+
+
+_specs: dict = {}
+_lock = threading.Lock()
+
+
+def spec_for(op) -> OpSpec:
+    """The spec of `op` (a lowered overload, or an in-place/out= variant of one)."""
+    spec = _specs.get(op)
+    if spec is None:
+        functional = functional_of(op)
+        with _lock:
+            spec = _specs.get(op)
+            if spec is None:
+                spec = _specs[op] = OpSpec(op, functional, LOWERINGS[functional])
+    return spec

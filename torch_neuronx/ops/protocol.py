@@ -1,0 +1,228 @@
+"""The calling protocol eager ops and compiled graphs share: how a call's arguments reach a
+lowering, how tensors are read from and written into their storages inside the executable, how
+results become tensors, and how a call's cache key is spelled as bytes.
+
+- Each schema argument has an `ArgKind`: a Python value that is part of the key (STATIC), a number
+  traced as a weakly typed 0-d value (SCALAR), a generator draw traced as a PRNG key (GENERATOR), or
+  a tensor (TENSOR).
+- A tensor input is a `TensorLayout`: which of the call's storages it views (a slot: tensors of one
+  storage share it), its dtype, sizes, strides, offset, the storage's size and its lazy bits. The
+  executable takes each storage's flat buffer and reads every view out of it (`StorageProgram`);
+  a write (in-place op, out=, a graph's input mutation) lands in the storage's new flat buffer,
+  which the executable returns and the caller stores (the old one is donated).
+- A fresh result is a new storage laid out as PyTorch's meta kernel or fake value says
+  (`fresh_storage`), wrapped into a tensor after the launch (`wrap`).
+- Keys are plain values (op or graph digest, layouts, static arguments, scalar types, platform):
+  `key_digest` spells one as bytes the same way in every process.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..runtime import storage
+from ..runtime.dtypes import to_numpy_dtype
+from . import layout
+
+NUMBER_TYPES = (int, float, bool, complex)
+
+
+class ArgKind(enum.IntEnum):
+    STATIC = 0  # passed as its Python value, part of the cache key
+    SCALAR = 1  # a number, traced (weakly typed) so its value does not recompile
+    GENERATOR = 2  # a Generator: a (seed, offset) draw, traced as a PRNG key
+    TENSOR = 3  # a tensor (or a Python number given for a Tensor argument: traced like a SCALAR)
+
+
+def arg_kind(arg, lowering) -> ArgKind:
+    """How schema argument `arg` reaches `lowering` (None: an op without one)."""
+    t = str(arg.type)
+    if t.startswith("Optional[Generator]") or t == "Generator":
+        return ArgKind.GENERATOR
+    if t in ("Tensor", "Optional[Tensor]"):
+        return ArgKind.TENSOR
+    if lowering is not None and arg.name in lowering.static:
+        return ArgKind.STATIC
+    if t in ("number", "Optional[number]"):
+        return ArgKind.SCALAR
+    if lowering is not None and arg.name in lowering.dynamic and t in ("float", "Optional[float]"):
+        return ArgKind.SCALAR
+    return ArgKind.STATIC
+
+
+class TensorLayout(NamedTuple):
+    slot: int  # which of the call's storages (tensors viewing one storage share a slot)
+    dtype: torch.dtype
+    sizes: tuple
+    strides: tuple
+    offset: int | None  # None: passed at run time (a compiled graph's inputs)
+    nbytes: int  # the storage's size
+    lazy: int  # storage.LAZY_CONJ | storage.LAZY_NEG
+
+
+class StorageInputs:
+    """The storages a call's tensors view, numbered in order of first appearance (host side)."""
+
+    __slots__ = ("slots", "keys", "nbytes")
+
+    def __init__(self):
+        self.slots = {}  # storage key -> slot
+        self.keys = []  # slot -> storage key (0: a storage that holds nothing)
+        self.nbytes = []  # slot -> the storage's size in bytes
+
+    def layout(self, key, nbytes, sizes, strides, offset, dtype, lazy) -> TensorLayout:
+        slot = self.slots.get(key) if key else None
+        if slot is None:
+            slot = len(self.keys)
+            if key:
+                self.slots[key] = slot
+            self.keys.append(key)
+            self.nbytes.append(nbytes)
+        return TensorLayout(slot, dtype, sizes, strides, offset, nbytes, lazy)
+
+    def of_tensor(self, t: torch.Tensor) -> TensorLayout:
+        _device, key, nbytes, sizes, strides, offset, dtype, lazy = storage.tensor_info(t)
+        return self.layout(key, nbytes, sizes, strides, offset, dtype, lazy)
+
+    def buffers(self) -> list:
+        """Each slot's buffer now (None: nothing written yet, reads as zeros)."""
+        get = storage.BUFFERS.get
+        return [get(k) if k else None for k in self.keys]
+
+    @staticmethod
+    def state(buffers) -> tuple:
+        """What each storage holds now, as a key part: its buffer's length and dtype, or None."""
+        return tuple(None if b is None else (b.shape[0], b.dtype) for b in buffers)
+
+    def store(self, slots, new_buffers) -> None:
+        """After the launch: the written storages' new buffers."""
+        for slot, buf in zip(slots, new_buffers):
+            key = self.keys[slot]
+            if key:  # 0: an empty storage, which holds nothing
+                storage.BUFFERS[key] = buf
+
+
+class StorageProgram:
+    """Inside the traced program: the call's storages as flat values, views read from them and
+    written into them. `buffers[slot]` is the slot's traced buffer, or None for a storage that holds
+    nothing yet (zeros)."""
+
+    def __init__(self, nbytes, buffers):
+        self.nbytes = nbytes
+        self.buffers = buffers
+        self.flats = {}  # (slot, numpy dtype) -> the storage as that dtype
+        self.updated = {}  # slot -> its new flat value
+
+    def flat(self, slot: int, np_dtype):
+        """The storage as a flat array of `np_dtype` (bit-cast if it was written as another dtype)."""
+        current = self.updated.get(slot)
+        if current is not None:
+            if current.dtype == np_dtype:
+                return current
+            return layout.to_storage_dtype(current, np_dtype, self.nbytes[slot] // np_dtype.itemsize)
+        fk = (slot, np_dtype)
+        if fk not in self.flats:
+            self.flats[fk] = layout.to_storage_dtype(self.buffers[slot], np_dtype, self.nbytes[slot] // np_dtype.itemsize)
+        return self.flats[fk]
+
+    def read(self, lay: TensorLayout, offset=None):
+        """The tensor's values, as PyTorch sees them (lazy bits applied), of shape `sizes`. A layout
+        whose offset is None is read at `offset`, a traced value (one executable for every offset)."""
+        flat = self.flat(lay.slot, to_numpy_dtype(lay.dtype))
+        if lay.offset is None:
+            span = layout.storage_elems(lay.sizes, lay.strides)
+            view = layout.read(layout.window(flat, offset, span), lay.sizes, lay.strides, 0)
+        else:
+            view = layout.read(flat, lay.sizes, lay.strides, lay.offset)
+        return layout.apply_lazy(view, lay.lazy)
+
+    def write(self, lay: TensorLayout, value, offset=None) -> None:
+        """Write `value` (broadcast to the view's shape) through the view (at `offset`, as `read`)."""
+        value = layout.apply_lazy(value, lay.lazy)  # a conjugate/negative view stores the inverse
+        base = self.flat(lay.slot, to_numpy_dtype(lay.dtype))
+        if lay.offset is None:
+            span = layout.storage_elems(lay.sizes, lay.strides)
+            if span:
+                window = layout.write(layout.window(base, offset, span), value, lay.sizes, lay.strides, 0)
+                base = layout.put_window(base, window, offset)
+            self.updated[lay.slot] = base
+        else:
+            self.updated[lay.slot] = layout.write(base, value, lay.sizes, lay.strides, lay.offset)
+
+    def written(self, slots) -> list:
+        return [self.updated[s] for s in slots]
+
+
+def fresh_storage(value, sizes, strides):
+    """A new storage's flat buffer holding `value` laid out as (sizes, strides), offset 0."""
+    sizes, strides = tuple(sizes), tuple(strides)
+    return layout.fresh(value.reshape(sizes), sizes, strides, layout.storage_elems(sizes, strides))
+
+
+def wrap(buf, sizes, strides, dtype, device) -> torch.Tensor:
+    """A new neuron tensor (sizes, strides) whose storage holds the flat buffer `buf`."""
+    t = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+    key = storage.storage_key(t)
+    if key:
+        storage.BUFFERS[key] = buf
+    return t
+
+
+def wrap_contiguous(buf, sizes, dtype, device) -> torch.Tensor:
+    """A new row-major neuron tensor of shape `sizes` holding the values of jax array `buf`."""
+    t = torch.empty(tuple(sizes), dtype=dtype, device=device)
+    key = storage.storage_key(t)
+    if key:
+        storage.BUFFERS[key] = buf.reshape(-1)
+    return t
+
+
+class ReturnKind(enum.IntEnum):
+    FRESH = 0  # a new tensor: the i-th fresh output of the executable
+    ARGUMENT = 1  # an input, returned as it is (in-place and out= ops; a graph returning an input)
+    CONSTANT = 2  # a value known when the call was traced (None, an int)
+
+
+class Return(NamedTuple):
+    kind: ReturnKind
+    what: object  # FRESH: the fresh output's index; ARGUMENT: which input; CONSTANT: the value
+
+
+# ---- keys as bytes
+
+
+def _encode(value, out: list) -> None:
+    t = type(value)
+    if value is None or t in (bool, int, float, complex, str):
+        out.append(f"{t.__name__}:{value!r}")
+    elif t in (tuple, list):
+        out.append(f"{t.__name__}[{len(value)}](")
+        for v in value:
+            _encode(v, out)
+        out.append(")")
+    elif t is type:
+        out.append(f"type:{value.__name__}")
+    elif isinstance(value, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+        out.append(f"torch:{value}")
+    elif isinstance(value, np.dtype):
+        out.append(f"np:{value.name}")
+    elif isinstance(value, enum.Enum):
+        out.append(f"{t.__name__}.{value.name}")
+    else:
+        raise TypeError(f"a cache key holds a {t.__name__} ({value!r}), which has no stable spelling")
+    out.append(";")
+
+
+def key_bytes(key) -> bytes:
+    """`key` spelled as bytes: the same in every process, for the same values."""
+    out: list = []
+    _encode(key, out)
+    return "".join(out).encode()
+
+
+def key_digest(key) -> str:
+    return hashlib.sha256(key_bytes(key)).hexdigest()
