@@ -45,9 +45,9 @@ def _register() -> None:
         _device_module._load_error = e
         warnings.warn(f"torch_neuronx: the neuron device is unavailable: {type(e).__name__}: {e}")
         return
-    from . import _dynamo_rules
+    from . import dynamo_rules
 
-    _dynamo_rules.install()  # Dynamo skips this package's and jax's frames (applied on its import)
+    dynamo_rules.install()  # Dynamo skips this package's and jax's frames (applied on its import)
     _registered = True
 
 

@@ -249,6 +249,12 @@ def clear_cache() -> None:
     _EXECUTABLES.clear()
 
 
+def compiled_keys() -> list[tuple]:
+    """The value key of every graph executable compiled in this process (a graph with a constant
+    that cannot be read has none: it is never shared)."""
+    return [exe.key for (structure, _sig), exe in _EXECUTABLES.items() if structure is not None]
+
+
 def _structure_key(gm) -> str | None:
     """A digest of what the graph computes: its code and the values of its constants (None when a
     constant cannot be read: such a graph is never shared)."""

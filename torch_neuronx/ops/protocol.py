@@ -199,7 +199,7 @@ def _encode(value, out: list) -> None:
     t = type(value)
     if value is None or t in (bool, int, float, complex, str):
         out.append(f"{t.__name__}:{value!r}")
-    elif t in (tuple, list):
+    elif t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):  # NamedTuples too
         out.append(f"{t.__name__}[{len(value)}](")
         for v in value:
             _encode(v, out)

@@ -1,0 +1,149 @@
+"""The package's structure, checked from its source: the layers of ARCHITECTURE.md import only
+downwards, only runtime/ talks to jax's device APIs, no package imports another's underscore names,
+and no modules import each other in a circle."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "torch_neuronx"
+# bottom up; a layer may import the ones before it (the package root's modules sit around them)
+LAYERS = ["runtime", "ops", "eager", "compile"]
+DEVICE_APIS = {"device_put", "default_device", "block_until_ready", "devices", "local_devices"}
+# the shim's extension module, named as torch names its own; runtime/ wraps it for everyone else
+SHIM = "torch_neuronx._C"
+SHIM_USERS = {"runtime", ""}  # runtime/ and the package root (registration, torch.neuron)
+
+
+def _modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+MODULES = dict(_modules())
+
+
+def _package(module: str) -> str:
+    """The layer package of a module ('' for the package root's own modules)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (ROOT / parts[1]).is_dir()) else ""
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_package = MODULES[module].name == "__init__.py"
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str):
+    """(imported module, names imported from it, line) for every import in `module`, at any depth."""
+    tree = ast.parse(MODULES[module].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node)
+            if not target.startswith("torch_neuronx"):
+                continue
+            names = [a.name for a in node.names]
+            submodules = [f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES or f"{target}.{n}" == SHIM]
+            if submodules:
+                for sub in submodules:
+                    yield sub, [], node.lineno
+            if len(submodules) < len(names):
+                yield target, [n for n in names if f"{target}.{n}" not in submodules], node.lineno
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("torch_neuronx"):
+                    yield a.name, [], node.lineno
+
+
+def test_layers_import_only_downwards():
+    bad = []
+    for module in MODULES:
+        mine = _package(module)
+        if mine not in LAYERS:
+            continue
+        for target, _names, line in _imports(module):
+            theirs = _package(target)
+            if theirs in LAYERS and LAYERS.index(theirs) > LAYERS.index(mine):
+                bad.append(f"{module}:{line} imports {target} (layer {theirs} is above {mine})")
+    assert not bad, "\n".join(bad)
+
+
+def _device_api_uses(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in DEVICE_APIS:
+            found.append(f"{node.lineno} uses .{node.attr}")
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jax"):
+            found += [f"{node.lineno} imports {a.name} from {node.module}" for a in node.names if a.name in DEVICE_APIS]
+    return found
+
+
+def test_only_runtime_calls_jax_device_apis():
+    bad = [f"{module}:{use}" for module, path in MODULES.items() if _package(module) != "runtime"
+           for use in _device_api_uses(path.read_text())]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("source", ["import jax\njax.device_put(x)", "x.block_until_ready()",
+                                    "from jax import devices", "with jax.default_device(d): pass"])
+def test_the_device_api_check_finds_each_api(source):
+    assert _device_api_uses(source)
+
+
+def test_no_package_imports_another_packages_underscore_names():
+    bad = []
+    for module in MODULES:
+        mine = _package(module)
+        for target, names, line in _imports(module):
+            if target == SHIM:
+                if mine not in SHIM_USERS:
+                    bad.append(f"{module}:{line} imports the shim ({SHIM}); runtime/ wraps it")
+                continue
+            if _package(target) == mine and target.startswith(f"torch_neuronx.{mine}" if mine else "torch_neuronx"):
+                if mine or target.count(".") == 1:
+                    continue  # within one package
+            private = [p for p in target.split(".")[1:] if p.startswith("_")]
+            private += [n for n in names if n.startswith("_")]
+            if private:
+                bad.append(f"{module}:{line} imports {', '.join(private)} from {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles():
+    graph = {m: sorted({t for t, _n, _l in _imports(m) if t in MODULES and t != m}) for m in MODULES}
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for t in graph[m]:
+            if _is_package_parent(t, m):
+                continue  # a module's own package's __init__ runs first anyway
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in MODULES:
+        if m not in state:
+            visit(m)
+    assert not cycles, "\n".join(cycles)
+
+
+def _is_package_parent(target: str, module: str) -> bool:
+    return MODULES[target].name == "__init__.py" and module.startswith(target + ".")
