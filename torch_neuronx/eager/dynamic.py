@@ -122,7 +122,7 @@ def _unique_programs():
     return (jax.jit(find, static_argnames=("sort", "rows")), jax.jit(gather, static_argnames=("k",)))
 
 
-def _unique_core(name, x, sort: bool, rows: bool):
+def _unique_core(x, sort: bool, rows: bool):
     """(output, inverse, counts) as jax arrays for x (N,) or (N, ...) rows (N > 0). One host
     synchronization: the number of groups."""
     find, gather = _unique_programs()
@@ -144,7 +144,7 @@ def _unique_flat(name, self, sort, return_inverse, return_counts):
     if self.numel() == 0:
         return (torch.empty((0,), dtype=self.dtype, device=dev),
                 _empty_long(self.shape if return_inverse else (0,), dev), _empty_long((0,), dev))
-    out, inverse, counts = _unique_core(name, self.reshape(-1), sort, False)
+    out, inverse, counts = _unique_core(self.reshape(-1), sort, False)
     k = out.shape[0]
     return (wrap_contiguous(out, (k,), self.dtype, dev),
             wrap_contiguous(inverse, self.shape, torch.long, dev) if return_inverse else _empty_long((0,), dev),
@@ -165,7 +165,7 @@ def _unique_rows(name, self, dim, sort):
     if self.numel() == 0:
         raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
     moved = self.movedim(dim, 0)
-    out, inverse, counts = _unique_core(name, moved, sort, True)
+    out, inverse, counts = _unique_core(moved, sort, True)
     k = out.shape[0]
     shape = (k,) + tuple(moved.shape[1:])
     output = wrap_contiguous(out, shape, self.dtype, dev).movedim(0, dim)
