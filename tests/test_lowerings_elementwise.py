@@ -696,7 +696,7 @@ def test_native_dropout_backward():
 
 
 def test_result_dtype_matches_torch():
-    from torch_neuronx.ops.elementwise import result_dtype
+    from torch_neuronx.ops.promotion import result_dtype
     from torch_neuronx.ops.dtypes import to_numpy_dtype
 
     dtypes = [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, BF, F32, torch.float64]

@@ -40,10 +40,10 @@ import math
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
-from .dtypes import is_low_precision, to_torch_dtype
+from .dtypes import cast, is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require, require_in_range
-from .elementwise import _compute, _float_dtype, cast
-from .factory import _linspace
+from .factory import linspace_values
+from .promotion import compute_dtype, float_dtype
 
 _I64 = np.dtype(np.int64)
 _F32 = np.dtype(np.float32)
@@ -67,8 +67,8 @@ def _unary_float(fn):
     in float32 and round once."""
 
     def lowering(self):
-        dt = _float_dtype(self.dtype)
-        return cast(fn(cast(self, _compute(dt))), dt)
+        dt = float_dtype(self.dtype)
+        return cast(fn(cast(self, compute_dtype(dt))), dt)
 
     return lowering
 
@@ -374,7 +374,7 @@ def _hist_edges(x2, bins, range_):
     """Each dimension's bin edges: ATen's linspace (in the input dtype) between the outer edges."""
     left, right = _hist_outer_edges(x2, range_)
     dtype = to_torch_dtype(x2.dtype)
-    return [_linspace(left[k], right[k], int(bins[k]) + 1, dtype) for k in range(x2.shape[1])]
+    return [linspace_values(left[k], right[k], int(bins[k]) + 1, dtype) for k in range(x2.shape[1])]
 
 
 def _hist_positions(col, edges, linear: bool):

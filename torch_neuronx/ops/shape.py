@@ -4,25 +4,15 @@ Views (view, permute, expand, squeeze, split, ...) and clone are not lowered her
 """
 from __future__ import annotations
 
-import functools
-
-import torch
-
 from ..runtime.lazy_jax import jnp, lax
-from .dtypes import to_numpy_dtype, to_torch_dtype
 from ._registry import aten, lower, require_in_range
-
-
-def _promoted(tensors):
-    """The dtype torch.cat/stack give a list of tensors (type promotion across all of them)."""
-    dtype = functools.reduce(torch.promote_types, (to_torch_dtype(t.dtype) for t in tensors))
-    return to_numpy_dtype(dtype)
+from .promotion import promote_all
 
 
 # cat(Tensor[] tensors, int dim=0) -> Tensor
 @lower(aten.cat.default)
 def cat(tensors, dim):
-    dtype = _promoted(tensors)
+    dtype = promote_all(tensors)
     # PyTorch skips legacy empty tensors of shape (0,) whatever the other tensors' rank.
     kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
     if not kept:
@@ -101,7 +91,7 @@ def roll(self, shifts, dims):
 # stack(Tensor[] tensors, int dim=0) -> Tensor
 @lower(aten.stack.default)
 def stack(tensors, dim):
-    dtype = _promoted(tensors)
+    dtype = promote_all(tensors)
     return jnp.stack([t.astype(dtype) for t in tensors], axis=dim % (tensors[0].ndim + 1))
 
 

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from ..runtime.lazy_jax import jax, jnp, lax
-from .dtypes import is_low_precision, to_numpy_dtype
+from .dtypes import cast, is_low_precision, to_numpy_dtype
 from ._registry import aten, lower, require
-from .elementwise import cast, result_dtype
+from .promotion import result_dtype
 
 _I32 = np.dtype(np.int32)
 _I64 = np.dtype(np.int64)

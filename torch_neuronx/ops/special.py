@@ -36,15 +36,15 @@ import numpy as np
 from ..runtime.lazy_jax import jax, jnp, lax
 from .dtypes import cast, is_low_precision
 from ._registry import aten, lower, require_in_range
-from .elementwise import (_binary_float, _compute, _float_dtype, _float_pow, _is_float, _out, _unary_float,
-                          result_dtype)
+from .elementwise import binary_float, float_pow, unary_float
+from .promotion import compute_dtype, float_dtype, is_float, result_dtype
 from .misc import _I0_A, _I0_B
 
 _F64 = np.dtype(np.float64)
 
 
 def _float_only(name, dt):
-    if not _is_float(dt):
+    if not is_float(dt):
         raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
 
 
@@ -139,7 +139,7 @@ def _no_low_precision(name, fn):
     """ATen's CPU kernel has no float16/bfloat16 version: raise as it does."""
 
     def lowering(self):
-        if np.dtype(self.dtype) != _compute(self.dtype):
+        if np.dtype(self.dtype) != compute_dtype(self.dtype):
             names = {np.dtype(jnp.bfloat16): "BFloat16", np.dtype(np.float16): "Half"}
             raise NotImplementedError(f'"{name}" not implemented for \'{names.get(np.dtype(self.dtype), self.dtype)}\'')
         return fn(self)
@@ -552,7 +552,7 @@ def _zeta(x, q, acc):
     machep = 1.11022302462515654042e-16
     xa, qa = cast(x, acc), cast(q, acc)
     special = (x == 1) | (x < 1) | ((q <= 0) & ((q == jnp.floor(q)) | (x != jnp.floor(x))))
-    s0 = cast(_float_pow(q, -x), acc)
+    s0 = cast(float_pow(q, -x), acc)
 
     def looping(i, a, done):
         return ~done & ((i < 9) | (a <= 9.0))
@@ -565,7 +565,7 @@ def _zeta(x, q, acc):
         i, a, b, s, done = st
         act = looping(i, a, done)
         a2 = a + 1.0
-        b2 = _float_pow(a2, -xa)
+        b2 = float_pow(a2, -xa)
         s2 = s + b2
         a, b, s = jnp.where(act, a2, a), jnp.where(act, b2, b), jnp.where(act, s2, s)
         done = done | (act & (-machep * s < b) & (b < machep * s))
@@ -710,7 +710,7 @@ _DTYPE_NAMES = {np.dtype(ml_dtypes.bfloat16): "BFloat16", np.dtype(np.float16): 
 
 def _float32_64(name, dt):
     """The CPU kernels of the Cephes functions exist for float32/float64 only."""
-    if not _is_float(dt) or is_low_precision(dt):
+    if not is_float(dt) or is_low_precision(dt):
         raise _not_implemented(name, dt)
 
 
@@ -723,7 +723,7 @@ def _float_unary(name, fn):
     float16/bfloat16 raise as on the CPU."""
 
     def lowering(self):
-        dt = _float_dtype(self.dtype)
+        dt = float_dtype(self.dtype)
         _float32_64(name, dt)
         return fn(cast(self, dt))
 
@@ -735,7 +735,7 @@ def _polynomial(name, fn):
     truncated to int64 as ATen's static_cast does (NaN, inf and out of range give INT64_MIN on x86)."""
 
     def lowering(x, n):
-        dt = _float_dtype(result_dtype(x, n))
+        dt = float_dtype(result_dtype(x, n))
         _float32_64(name, dt)
         return fn(cast(x, dt), cast(cast(n, dt), np.int64))
 
@@ -749,7 +749,7 @@ def _igamma(name, upper):
 
     def lowering(self, other):
         dt = result_dtype(self, other)
-        if not _is_float(dt):  # float16/bfloat16 too: computed in float
+        if not is_float(dt):  # float16/bfloat16 too: computed in float
             raise _not_implemented(name, dt)
         a, x = jnp.broadcast_arrays(cast(self, _F64), cast(other, _F64))
         lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)  # values at x = 0 and at x = inf
@@ -810,7 +810,7 @@ def adaptive_max_pool2d_backward(grad_output, self, indices):
     require_in_range(indices, H * W, RuntimeError, "adaptive_max_pool2d_backward: index out of range", False)
     lead = self.shape[:-2]
     n = int(np.prod(lead)) if lead else 1
-    g = cast(grad_output, _compute(self.dtype)).reshape(n, -1)
+    g = cast(grad_output, compute_dtype(self.dtype)).reshape(n, -1)
     i = indices.reshape(n, -1)
     rows = jnp.arange(n)[:, None]
     out = jnp.zeros((n, H * W), g.dtype).at[rows, i].add(g)
@@ -822,10 +822,10 @@ def adaptive_max_pool2d_backward(grad_output, self, indices):
 def angle(self):
     if jnp.issubdtype(self.dtype, jnp.complexfloating):
         return jnp.angle(self)
-    dt = _float_dtype(self.dtype)
-    x = cast(self, _compute(dt))
+    dt = float_dtype(self.dtype)
+    x = cast(self, compute_dtype(dt))
     r = jnp.where(x < 0, np.asarray(math.pi, x.dtype), jnp.zeros_like(x))
-    return _out(jnp.where(jnp.isnan(x), x, r), dt)
+    return cast(jnp.where(jnp.isnan(x), x, r), dt)
 
 
 # bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
@@ -851,18 +851,18 @@ def bitwise_right_shift_scalar_tensor(self, other):
 
 
 # deg2rad(Tensor self) -> Tensor
-lower(aten.deg2rad.default)(_unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
+lower(aten.deg2rad.default)(unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
 
 
 # erfc(Tensor self) -> Tensor
-lower(aten.erfc.default)(_unary_float(lax.erfc))
+lower(aten.erfc.default)(unary_float(lax.erfc))
 
 
 # frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
 @lower(aten.frexp.Tensor)
 def frexp(self):
     _float_only("frexp", self.dtype)
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     m, e = jnp.frexp(x)
     # subnormals (XLA flushes them): the mantissa field as an exact integer, scaled by 2^-(bias+frac)
     info = np.finfo(x.dtype)
@@ -912,7 +912,7 @@ def lcm(self, other):
 
 # logaddexp(Tensor self, Tensor other) -> Tensor
 @lower(aten.logaddexp.default)
-@_binary_float
+@binary_float
 def logaddexp(a, b):
     m = jnp.maximum(a, b)
     r = m + jnp.log1p(jnp.exp(-jnp.abs(a - b)))
@@ -921,7 +921,7 @@ def logaddexp(a, b):
 
 # logaddexp2(Tensor self, Tensor other) -> Tensor
 @lower(aten.logaddexp2.default)
-@_binary_float
+@binary_float
 def logaddexp2(a, b):
     m = jnp.maximum(a, b)
     r = m + jnp.log1p(jnp.exp2(-jnp.abs(a - b))) * np.asarray(1 / math.log(2), a.dtype)
@@ -942,8 +942,8 @@ def nextafter(self, other):
 def polygamma(n, self):
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    dt = _float_dtype(self.dtype)
-    x = cast(self, _compute(dt))
+    dt = float_dtype(self.dtype)
+    x = cast(self, compute_dtype(dt))
     if n == 0:
         r = _calc_digamma(x)
     elif n == 1:
@@ -958,16 +958,16 @@ def polygamma(n, self):
         acc = _F64 if dt == x.dtype else x.dtype
         z = _zeta(jnp.full_like(x, n + 1), x, acc)
         r = np.asarray(fact if n % 2 else -fact, x.dtype) * z
-    return _out(r, dt)
+    return cast(r, dt)
 
 
 # rad2deg(Tensor self) -> Tensor
-lower(aten.rad2deg.default)(_unary_float(lambda x: x * np.asarray(180 / math.pi, x.dtype)))
+lower(aten.rad2deg.default)(unary_float(lambda x: x * np.asarray(180 / math.pi, x.dtype)))
 
 
 # sinc(Tensor self) -> Tensor
 @lower(aten.sinc.default)
-@_unary_float
+@unary_float
 def sinc(x):
     p = x * np.asarray(math.pi, x.dtype)
     return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(p) / p)
@@ -1022,7 +1022,7 @@ lower(aten.special_chebyshev_polynomial_w.default, aten.special_chebyshev_polyno
 
 
 # special_erfcx(Tensor self) -> Tensor
-lower(aten.special_erfcx.default)(_no_low_precision("erfcx_cpu", _unary_float(_erfcx)))
+lower(aten.special_erfcx.default)(_no_low_precision("erfcx_cpu", unary_float(_erfcx)))
 
 # special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor
 # special_hermite_polynomial_h.x_scalar(Scalar x, Tensor n) -> Tensor
@@ -1041,13 +1041,13 @@ lower(aten.special_hermite_polynomial_he.default, aten.special_hermite_polynomia
 )
 
 # special_i0e(Tensor self) -> Tensor
-lower(aten.special_i0e.default)(_unary_float(lambda x: jax.scipy.special.i0e(x)))
+lower(aten.special_i0e.default)(unary_float(lambda x: jax.scipy.special.i0e(x)))
 
 # special_i1(Tensor self) -> Tensor
-lower(aten.special_i1.default)(_unary_float(lambda x: jax.scipy.special.i1(x)))
+lower(aten.special_i1.default)(unary_float(lambda x: jax.scipy.special.i1(x)))
 
 # special_i1e(Tensor self) -> Tensor
-lower(aten.special_i1e.default)(_unary_float(lambda x: jax.scipy.special.i1e(x)))
+lower(aten.special_i1e.default)(unary_float(lambda x: jax.scipy.special.i1e(x)))
 
 
 # special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor
@@ -1069,7 +1069,7 @@ lower(aten.special_legendre_polynomial_p.default, aten.special_legendre_polynomi
 
 # special_log_ndtr(Tensor self) -> Tensor
 @lower(aten.special_log_ndtr.default)
-@lambda fn: _no_low_precision("log_ndtr_cpu", _unary_float(fn))
+@lambda fn: _no_low_precision("log_ndtr_cpu", unary_float(fn))
 def special_log_ndtr(x):
     t = x * np.asarray(math.sqrt(0.5), x.dtype)
     lo = jnp.log(_erfcx(-t) / 2) - t * t
@@ -1094,7 +1094,7 @@ lower(aten.special_modified_bessel_k1.default)(
 )
 
 # special_ndtri(Tensor self) -> Tensor
-lower(aten.special_ndtri.default)(_no_low_precision("ndtri_cpu", _unary_float(lambda x: jax.scipy.special.ndtri(x))))
+lower(aten.special_ndtri.default)(_no_low_precision("ndtri_cpu", unary_float(lambda x: jax.scipy.special.ndtri(x))))
 
 
 # special_scaled_modified_bessel_k0(Tensor x) -> Tensor
@@ -1148,7 +1148,7 @@ lower(aten.special_spherical_bessel_j0.default)(_float_unary("spherical_bessel_j
 lower(aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar)(
     # (16-bit: PyTorch's CPU kernel rounds the Scalar and the log to the dtype before multiplying; this
     # rounds once, within an ulp of it)
-    _binary_float(_xlog1py, rounded=False)
+    binary_float(_xlog1py, rounded=False)
 )
 
 # special_zeta(Tensor self, Tensor other) -> Tensor
@@ -1156,7 +1156,7 @@ lower(aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.spec
 # special_zeta.self_scalar(Scalar self, Tensor other) -> Tensor
 @lower(aten.special_zeta.default, aten.special_zeta.other_scalar, aten.special_zeta.self_scalar)
 def special_zeta(self, other):
-    dt = _float_dtype(result_dtype(self, other))
+    dt = float_dtype(result_dtype(self, other))
     _float32_64("zeta_cpu", dt)
     return _zeta(cast(self, dt), cast(other, dt), _F64)
 
@@ -1164,4 +1164,4 @@ def special_zeta(self, other):
 # xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor
 # xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor
 # (16-bit: as xlog1py, the CPU rounds the Scalar and the log; this rounds once, within an ulp)
-lower(aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)(_binary_float(_xlogy, rounded=False))
+lower(aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)(binary_float(_xlogy, rounded=False))
