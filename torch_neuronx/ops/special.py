@@ -38,7 +38,10 @@ from .dtypes import cast, is_low_precision
 from ._registry import aten, lower, require_in_range
 from .elementwise import binary_float, float_pow, unary_float
 from .promotion import compute_dtype, float_dtype, is_float, result_dtype
-from .misc import _I0_A, _I0_B
+from .cephes import (AIRY_AI_AD, AIRY_AI_AFD, AIRY_AI_AFN, AIRY_AI_AGD, AIRY_AI_AGN, AIRY_AI_AN, BESSEL_J0_PP,
+                     BESSEL_J0_PQ, BESSEL_J0_QP, BESSEL_J0_QQ, BESSEL_J0_RP, BESSEL_J0_RQ, BESSEL_J1_PP, BESSEL_J1_PQ,
+                     BESSEL_J1_QP, BESSEL_J1_QQ, BESSEL_J1_RP, BESSEL_J1_RQ, BESSEL_Y0_YP, BESSEL_Y0_YQ, BESSEL_Y1_YP,
+                     BESSEL_Y1_YQ, DIGAMMA_A, I0_A, I0_B, I1_A, I1_B, K0_A, K0_B, K1_A, K1_B, ZETA_A, chbevl, polevl)
 
 _F64 = np.dtype(np.float64)
 
@@ -161,186 +164,7 @@ def _adaptive_windows(size: int, out: int):
 # the dtype ATen computes them in, so that float32 results round like the CPU's. Branches are all
 # evaluated and selected with `where`; ATen's data-dependent loops are `lax.while_loop`s over the
 # elements still iterating (the others frozen), so every element takes as many steps as on the CPU.
-
-# coefficient tables, highest power first, as in Math.h
-_AIRY_AI_AN = (
-    3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
-    1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
-    1.40264691163389668864e+01, 9.99999999999999995305e-01,
-)
-_AIRY_AI_AD = (
-    5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
-    1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
-    1.40959135607834029598e+01, 1.00000000000000000470e+00,
-)
-_AIRY_AI_AFN = (
-    -1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
-    -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
-    -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08,
-)
-_AIRY_AI_AFD = (
-    1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
-    9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
-    4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07,
-)
-_AIRY_AI_AGN = (
-    1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
-    9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
-    5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
-    8.11789239554389293311e-08, 3.41551784765923618484e-10,
-)
-_AIRY_AI_AGD = (
-    9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
-    5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
-    4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
-    4.91834570062930015649e-09,
-)
-_BESSEL_J0_PP = (
-    7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e+00,
-    5.44725003058768775090e+00, 8.74716500199817011941e+00, 5.30324038235394892183e+00,
-    9.99999999999999997821e-01,
-)
-_BESSEL_J0_PQ = (
-    9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e+00,
-    5.47097740330417105182e+00, 8.76190883237069594232e+00, 5.30605288235394617618e+00,
-    1.00000000000000000218e+00,
-)
-_BESSEL_J0_QP = (
-    -1.13663838898469149931e-02, -1.28252718670509318512e+00, -1.95539544257735972385e+01,
-    -9.32060152123768231369e+01, -1.77681167980488050595e+02, -1.47077505154951170175e+02,
-    -5.14105326766599330220e+01, -6.05014350600728481186e+00,
-)
-_BESSEL_J0_QQ = (
-    6.43178256118178023184e+01, 8.56430025976980587198e+02, 3.88240183605401609683e+03,
-    7.24046774195652478189e+03, 5.93072701187316984827e+03, 2.06209331660327847417e+03,
-    2.42005740240291393179e+02,
-)
-_BESSEL_J0_RP = (
-    -4.79443220978201773821e+09, 1.95617491946556577543e+12, -2.49248344360967716204e+14,
-    9.70862251047306323952e+15,
-)
-_BESSEL_J0_RQ = (
-    4.99563147152651017219e+02, 1.73785401676374683123e+05, 4.84409658339962045305e+07,
-    1.11855537045356834862e+10, 2.11277520115489217587e+12, 3.10518229857422583814e+14,
-    3.18121955943204943306e+16, 1.71086294081043136091e+18,
-)
-_BESSEL_J1_PP = (
-    7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e+00,
-    5.11207951146807644818e+00, 8.42404590141772420927e+00, 5.21451598682361504063e+00,
-    1.00000000000000000254e+00,
-)
-_BESSEL_J1_PQ = (
-    5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e+00,
-    5.07386386128601488557e+00, 8.39985554327604159757e+00, 5.20982848682361821619e+00,
-    9.99999999999999997461e-01,
-)
-_BESSEL_J1_QP = (
-    5.10862594750176621635e-02, 4.98213872951233449420e+00, 7.58238284132545283818e+01,
-    3.66779609360150777800e+02, 7.10856304998926107277e+02, 5.97489612400613639965e+02,
-    2.11688757100572135698e+02, 2.52070205858023719784e+01,
-)
-_BESSEL_J1_QQ = (
-    7.42373277035675149943e+01, 1.05644886038262816351e+03, 4.98641058337653607651e+03,
-    9.56231892404756170795e+03, 7.99704160447350683650e+03, 2.82619278517639096600e+03,
-    3.36093607810698293419e+02,
-)
-_BESSEL_J1_RP = (
-    -8.99971225705559398224e+08, 4.52228297998194034323e+11, -7.27494245221818276015e+13,
-    3.68295732863852883286e+15,
-)
-_BESSEL_J1_RQ = (
-    6.20836478118054335476e+02, 2.56987256757748830383e+05, 8.35146791431949253037e+07,
-    2.21511595479792499675e+10, 4.74914122079991414898e+12, 7.84369607876235854894e+14,
-    8.95222336184627338078e+16, 5.32278620332680085395e+18,
-)
-_BESSEL_Y0_YP = (
-    1.55924367855235737965e+04, -1.46639295903971606143e+07, 5.43526477051876500413e+09,
-    -9.82136065717911466409e+11, 8.75906394395366999549e+13, -3.46628303384729719441e+15,
-    4.42733268572569800351e+16, -1.84950800436986690637e+16,
-)
-_BESSEL_Y0_YQ = (
-    1.04128353664259848412e+03, 6.26107330137134956842e+05, 2.68919633393814121987e+08,
-    8.64002487103935000337e+10, 2.02979612750105546709e+13, 3.17157752842975028269e+15,
-    2.50596256172653059228e+17,
-)
-_BESSEL_Y1_YP = (
-    1.26320474790178026440e+09, -6.47355876379160291031e+11, 1.14509511541823727583e+14,
-    -8.12770255501325109621e+15, 2.02439475713594898196e+17, -7.78877196265950026825e+17,
-)
-_BESSEL_Y1_YQ = (
-    5.94301592346128195359e+02, 2.35564092943068577943e+05, 7.34811944459721705660e+07,
-    1.87601316108706159478e+10, 3.88231277496238566008e+12, 6.20557727146953693363e+14,
-    6.87141087355300489866e+16, 3.97270608116560655612e+18,
-)
-# Cephes' i0 Chebyshev coefficients, shared with i0/i0e in misc.py
-_MODIFIED_BESSEL_I0_A, _MODIFIED_BESSEL_I0_B = _I0_A, _I0_B
-_MODIFIED_BESSEL_I1_A = (
-    2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16,
-    -1.10559694773538630805e-15, 7.60068429473540693410e-15, -5.04218550472791168711e-14,
-    3.22379336594557470981e-13, -1.98397439776494371520e-12, 1.17361862988909016308e-11,
-    -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-09,
-    9.38153738649577178388e-09, -4.44505912879632808065e-08, 2.00329475355213526229e-07,
-    -8.56872026469545474066e-07, 3.47025130813767847674e-06, -1.32731636560394358279e-05,
-    4.78156510755005422638e-05, -1.61760815825896745588e-04, 5.12285956168575772895e-04,
-    -1.51357245063125314899e-03, 4.15642294431288815669e-03, -1.05640848946261981558e-02,
-    2.47264490306265168283e-02, -5.29459812080949914269e-02, 1.02643658689847095384e-01,
-    -1.76416518357834055153e-01, 2.52587186443633654823e-01,
-)
-_MODIFIED_BESSEL_I1_B = (
-    7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17,
-    -3.20952592199342395980e-17, 2.96262899764595013876e-16, 3.30820231092092828324e-16,
-    -1.88035477551078244854e-15, -3.81440307243700780478e-15, 1.04202769841288027642e-14,
-    4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
-    -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11,
-    3.25260358301548823856e-11, -1.89749581235054123450e-11, -5.58974346219658380687e-10,
-    -3.83538038596423702205e-09, -2.63146884688951950684e-08, -2.51223623787020892529e-07,
-    -3.88256480887769039346e-06, -1.10588938762623716291e-04, -9.76109749136146840777e-03,
-    7.78576235018280120474e-01,
-)
-_MODIFIED_BESSEL_K0_A = (
-    1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11,
-    1.90451637722020886025e-09, 2.53479107902614945675e-07, 2.28621210311945178607e-05,
-    1.26461541144692592338e-03, 3.59799365153615016266e-02, 3.44289899924628486886e-01,
-    -5.35327393233902768720e-01,
-)
-_MODIFIED_BESSEL_K0_B = (
-    5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17,
-    -1.67823109680541210385e-16, 5.51205597852431940784e-16, -1.84859337734377901440e-15,
-    6.34007647740507060557e-15, -2.22751332699166985548e-14, 8.03289077536357521100e-14,
-    -2.98009692317273043925e-13, 1.14034058820847496303e-12, -4.51459788337394416547e-12,
-    1.85594911495471785253e-11, -7.95748924447710747776e-11, 3.57739728140030116597e-10,
-    -1.69753450938905987466e-09, 8.57403401741422608519e-09, -4.66048989768794782956e-08,
-    2.76681363944501510342e-07, -1.83175552271911948767e-06, 1.39498137188764993662e-05,
-    -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
-    2.44030308206595545468e+00,
-)
-_MODIFIED_BESSEL_K1_A = (
-    -7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13,
-    -1.41148839263352776110e-10, -2.21338763073472585583e-08, -2.43340614156596823496e-06,
-    -1.73028895751305206302e-04, -6.97572385963986435018e-03, -1.22611180822657148235e-01,
-    -3.53155960776544875667e-01, 1.52530022733894777053e+00,
-)
-_MODIFIED_BESSEL_K1_B = (
-    -5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17,
-    1.83809354436663880070e-16, -6.05704724837331885336e-16, 2.03870316562433424052e-15,
-    -7.01983709041831346144e-15, 2.47715442448130437068e-14, -8.97670518232499435011e-14,
-    3.34841966607842919884e-13, -1.28917396095102890680e-12, 5.13963967348173025100e-12,
-    -2.12996783842756842877e-11, 9.21831518760500529508e-11, -4.19035475934189648750e-10,
-    2.01504975519703286596e-09, -1.03457624656780970260e-08, 5.74108412545004946722e-08,
-    -3.50196060308781257119e-07, 2.40648494783721712015e-06, -1.93619797416608296024e-05,
-    1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
-    2.72062619048444266945e+00,
-)
-_DIGAMMA_A = (
-    8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
-    -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
-    8.33333333333333333333E-2,
-)
-_ZETA_A = (
-    12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
-    -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
-    1.8152105401943546773e17, -7.1661652561756670113e18,
-)
+# The series evaluators and coefficient tables are cephes.py's.
 
 _PIO4 = 0.785398163397448309615660845819875721
 _3PIO4 = 2.356194490192344928846982537459627163
@@ -357,106 +181,87 @@ def _div(a, d):
     return a / lax.optimization_barrier(jnp.broadcast_to(jnp.asarray(d, a.dtype), shape))
 
 
-def _polevl(x, coeffs):
-    """ATen's `r = 0; for c: r = r * x + c` (constants rounded to x's dtype, as `static const T`)."""
-    r = jnp.zeros_like(x)
-    for c in coeffs:
-        r = r * x + c
-    return r
-
-
-def _chbevl(t, coeffs):
-    """ATen's Chebyshev-series loop of the modified Bessel functions: returns (a, p), the caller
-    takes 0.5 * (a - p)."""
-    p = q = jnp.zeros_like(t)
-    a = jnp.full_like(t, coeffs[0])
-    for c in coeffs[1:]:
-        p, q = q, a
-        a = t * q - p + c
-    return a, p
-
-
 def _bessel_j0(x):
     x = jnp.abs(x)
     xx = x * x
-    small = (xx - 5.78318596294678452118e+00) * (xx - 3.04712623436620863991e+01) * _polevl(xx, _BESSEL_J0_RP)
-    small = jnp.where(x < 0.00001, 1.0 - xx / 4.0, small / _polevl(xx, _BESSEL_J0_RQ))
+    small = (xx - 5.78318596294678452118e+00) * (xx - 3.04712623436620863991e+01) * polevl(xx, BESSEL_J0_RP)
+    small = jnp.where(x < 0.00001, 1.0 - xx / 4.0, small / polevl(xx, BESSEL_J0_RQ))
     w = 25.0 / xx
-    big = (_polevl(w, _BESSEL_J0_PP) / _polevl(w, _BESSEL_J0_PQ) * jnp.cos(x - _PIO4)
-           - 5.0 / x * (_polevl(w, _BESSEL_J0_QP) / _polevl(w, _BESSEL_J0_QQ)) * jnp.sin(x - _PIO4))
+    big = (polevl(w, BESSEL_J0_PP) / polevl(w, BESSEL_J0_PQ) * jnp.cos(x - _PIO4)
+           - 5.0 / x * (polevl(w, BESSEL_J0_QP) / polevl(w, BESSEL_J0_QQ)) * jnp.sin(x - _PIO4))
     return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
 
 
 def _bessel_j1(x):
     ax = jnp.abs(x)
     xx = ax * ax
-    small = (_polevl(xx, _BESSEL_J1_RP) / _polevl(xx, _BESSEL_J1_RQ) * ax
+    small = (polevl(xx, BESSEL_J1_RP) / polevl(xx, BESSEL_J1_RQ) * ax
              * (xx - 1.46819706421238932572e+01) * (xx - 4.92184563216946036703e+01))
     w = 5.0 / ax * (5.0 / ax)
-    big = (_polevl(w, _BESSEL_J1_PP) / _polevl(w, _BESSEL_J1_PQ) * jnp.cos(ax - _3PIO4)
-           - 5.0 / ax * (_polevl(w, _BESSEL_J1_QP) / _polevl(w, _BESSEL_J1_QQ)) * jnp.sin(ax - _3PIO4))
+    big = (polevl(w, BESSEL_J1_PP) / polevl(w, BESSEL_J1_PQ) * jnp.cos(ax - _3PIO4)
+           - 5.0 / ax * (polevl(w, BESSEL_J1_QP) / polevl(w, BESSEL_J1_QQ)) * jnp.sin(ax - _3PIO4))
     r = jnp.where(ax <= 5.0, small, big * _SQ2OPI / jnp.sqrt(ax))
     return jnp.where(x < 0, -r, r)
 
 
 def _bessel_y0(x):
     xx = x * x
-    small = _polevl(xx, _BESSEL_Y0_YP) / _polevl(xx, _BESSEL_Y0_YQ) + _TWOOPI * jnp.log(x) * _bessel_j0(x)
+    small = polevl(xx, BESSEL_Y0_YP) / polevl(xx, BESSEL_Y0_YQ) + _TWOOPI * jnp.log(x) * _bessel_j0(x)
     small = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, small))
     w = 25.0 / xx
-    big = (_polevl(w, _BESSEL_J0_PP) / _polevl(w, _BESSEL_J0_PQ) * jnp.sin(x - _PIO4)
-           + 5.0 / x * (_polevl(w, _BESSEL_J0_QP) / _polevl(w, _BESSEL_J0_QQ)) * jnp.cos(x - _PIO4))
+    big = (polevl(w, BESSEL_J0_PP) / polevl(w, BESSEL_J0_PQ) * jnp.sin(x - _PIO4)
+           + 5.0 / x * (polevl(w, BESSEL_J0_QP) / polevl(w, BESSEL_J0_QQ)) * jnp.cos(x - _PIO4))
     return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
 
 
 def _bessel_y1(x):
     xx = x * x
-    small = (x * (_polevl(xx, _BESSEL_Y1_YP) / _polevl(xx, _BESSEL_Y1_YQ))
+    small = (x * (polevl(xx, BESSEL_Y1_YP) / polevl(xx, BESSEL_Y1_YQ))
              + _TWOOPI * (_bessel_j1(x) * jnp.log(x) - 1.0 / x))
     small = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, small))
     w = 5.0 / x * (5.0 / x)
-    big = (_polevl(w, _BESSEL_J1_PP) / _polevl(w, _BESSEL_J1_PQ) * jnp.sin(x - _3PIO4)
-           + 5.0 / x * (_polevl(w, _BESSEL_J1_QP) / _polevl(w, _BESSEL_J1_QQ)) * jnp.cos(x - _3PIO4))
+    big = (polevl(w, BESSEL_J1_PP) / polevl(w, BESSEL_J1_PQ) * jnp.sin(x - _3PIO4)
+           + 5.0 / x * (polevl(w, BESSEL_J1_QP) / polevl(w, BESSEL_J1_QQ)) * jnp.cos(x - _3PIO4))
     return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
 
 
 def _modified_bessel_i0(x):
     ax = jnp.abs(x)
-    a, p = _chbevl(ax / 2.0 - 2.0, _MODIFIED_BESSEL_I0_A)
-    b, pb = _chbevl(32.0 / ax - 2.0, _MODIFIED_BESSEL_I0_B)
+    a = chbevl(ax / 2.0 - 2.0, I0_A)
+    b = chbevl(32.0 / ax - 2.0, I0_B)
     e = jnp.exp(ax)
-    return jnp.where(ax <= 8.0, e * (0.5 * (a - p)), e * (0.5 * (b - pb)) / jnp.sqrt(ax))
+    return jnp.where(ax <= 8.0, e * a, e * b / jnp.sqrt(ax))
 
 
 def _modified_bessel_i1(x):
     ax = jnp.abs(x)
-    a, p = _chbevl(ax / 2.0 - 2.0, _MODIFIED_BESSEL_I1_A)
-    b, pb = _chbevl(32.0 / ax - 2.0, _MODIFIED_BESSEL_I1_B)
+    a = chbevl(ax / 2.0 - 2.0, I1_A)
+    b = chbevl(32.0 / ax - 2.0, I1_B)
     e = jnp.exp(ax)
-    r = jnp.where(ax <= 8.0, 0.5 * (a - p) * ax * e, e * (0.5 * (b - pb)) / jnp.sqrt(ax))
+    r = jnp.where(ax <= 8.0, a * ax * e, e * b / jnp.sqrt(ax))
     return jnp.where(x < 0, -r, r)
 
 
 def _modified_bessel_k(x, order, scaled):
     """K0/K1 (scaled: times exp(x)) for x > 0; inf at 0, NaN below."""
     if order == 0:
-        A, B = _MODIFIED_BESSEL_K0_A, _MODIFIED_BESSEL_K0_B
+        A, B = K0_A, K0_B
     else:
-        A, B = _MODIFIED_BESSEL_K1_A, _MODIFIED_BESSEL_K1_B
-    a, p = _chbevl(x * x - 2.0, A)
-    b, pb = _chbevl(8.0 / x - 2.0, B)
+        A, B = K1_A, K1_B
+    a = chbevl(x * x - 2.0, A)
+    b = chbevl(8.0 / x - 2.0, B)
     if order == 0 and not scaled:
         # ATen writes `std::log(0.5 * x)`: a double, so this line runs in float64
         wide = np.dtype(np.float64)
-        small = cast(0.5 * (a - p), wide) - jnp.log(0.5 * cast(x, wide)) * cast(_modified_bessel_i0(x), wide)
+        small = cast(a, wide) - jnp.log(0.5 * cast(x, wide)) * cast(_modified_bessel_i0(x), wide)
         small = cast(small, x.dtype)
     elif order == 0:
-        small = (0.5 * (a - p) - jnp.log(0.5 * x) * _modified_bessel_i0(x)) * jnp.exp(x)
+        small = (a - jnp.log(0.5 * x) * _modified_bessel_i0(x)) * jnp.exp(x)
     else:
-        small = jnp.log(0.5 * x) * _modified_bessel_i1(x) + 0.5 * (a - p) / x
+        small = jnp.log(0.5 * x) * _modified_bessel_i1(x) + a / x
         if scaled:
             small = small * jnp.exp(x)
-    big = 0.5 * (b - pb) / jnp.sqrt(x) if scaled else jnp.exp(-x) * (0.5 * (b - pb)) / jnp.sqrt(x)
+    big = b / jnp.sqrt(x) if scaled else jnp.exp(-x) * b / jnp.sqrt(x)
     r = jnp.where(x <= 2.0, small, big)
     return jnp.where(x == 0, jnp.inf, jnp.where(x < 0, jnp.nan, r))
 
@@ -469,12 +274,12 @@ def _airy_ai(x):
     zz = z * z
     t = _div(-2.0 * x * sx, 3.0) + np.asarray(0.25, dt) * np.asarray(math.pi, dt)
     neg = (np.asarray(5.64189583547756286948e-01, dt) / jnp.sqrt(sx)
-           * (jnp.sin(t) * (1.0 + zz * _polevl(zz, _AIRY_AI_AFN) / _polevl(zz, _AIRY_AI_AFD))
-              - jnp.cos(t) * (z * _polevl(zz, _AIRY_AI_AGN) / _polevl(zz, _AIRY_AI_AGD))))
+           * (jnp.sin(t) * (1.0 + zz * polevl(zz, AIRY_AI_AFN) / polevl(zz, AIRY_AI_AFD))
+              - jnp.cos(t) * (z * polevl(zz, AIRY_AI_AGN) / polevl(zz, AIRY_AI_AGD))))
     # x >= 2.09: exponentially small
     zeta = _div(2.0 * x * jnp.sqrt(x), 3.0)
     iz = 1.0 / zeta
-    pos = (np.asarray(5.64189583547756286948e-01, dt) * (_polevl(iz, _AIRY_AI_AN) / _polevl(iz, _AIRY_AI_AD))
+    pos = (np.asarray(5.64189583547756286948e-01, dt) * (polevl(iz, AIRY_AI_AN) / polevl(iz, AIRY_AI_AD))
            / (2.0 * jnp.sqrt(jnp.sqrt(x)) * jnp.exp(zeta)))
     # in between: the Maclaurin series, until a term is below epsilon relative to the sum
     series = (x >= -2.09) & (x < 2.09)
@@ -535,7 +340,7 @@ def _calc_digamma(x):
         result = jnp.where(lt, result - 1 / y, result)
         y = jnp.where(lt, y + 1, y)
     z = 1 / (y * y)
-    tail = jnp.where(y < 1.0e17, z * _polevl(z, _DIGAMMA_A), jnp.zeros_like(y))
+    tail = jnp.where(y < 1.0e17, z * polevl(z, DIGAMMA_A), jnp.zeros_like(y))
     r = jnp.where(y == 10, result + np.asarray(2.25175258906672110764, dt), result + jnp.log(y) - 0.5 / y - tail)
     wide = cast(x, _F64)
     frac = wide - jnp.trunc(wide)
@@ -577,7 +382,7 @@ def _zeta(x, q, acc):
     s = jnp.where(done, s, s + b * w / (xa - 1.0) - 0.5 * b)
     a = jnp.ones_like(xa)
     k = 0.0
-    for c in _ZETA_A:
+    for c in ZETA_A:
         a = a * (xa + k)
         b = b / w
         t = _div(a * b, c)
