@@ -23,6 +23,7 @@ FAMILIES = (
     "factory",
     "random",
     "attention",
+    "fft",
     "misc",
     "special",
 )

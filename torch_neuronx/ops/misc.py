@@ -1,6 +1,5 @@
-"""Distances, embedding bags, FFTs, segment reductions, histograms, CTC loss, tensor hashes, and a
-few math ops: _cdist_forward, _pdist_forward, _embedding_bag (+ _forward_only), _fft_r2c/_fft_c2r/
-_fft_c2c, segment_reduce, histogram (bin_ct, bins_tensor), _histogramdd_bin_edges/_from_bin_cts/
+"""Distances, embedding bags, segment reductions, histograms, CTC loss, tensor hashes, and a
+few math ops: _cdist_forward, _pdist_forward, _embedding_bag (+ _forward_only), segment_reduce, histogram (bin_ct, bins_tensor), _histogramdd_bin_edges/_from_bin_cts/
 _from_bin_tensors, _ctc_loss, hash_tensor, logcumsumexp, trace, diag_embed, polar, lgamma, digamma, i0.
 
 - `_cdist_forward` follows the CPU's two algorithms: for p=2 with compute_mode 1, or compute_mode
@@ -12,8 +11,6 @@ _from_bin_tensors, _ctc_loss, hash_tensor, logcumsumexp, trace, diag_embed, pola
   0 for the extra offset of include_last_offset), max_indices is (bags, D) for mode max and empty
   otherwise. The CPU kernel gives some of these other shapes (offset2bag empty on its fast sum path,
   bag_size zeros in sum mode); `output` is the same. Sums accumulate in float32 for 16-bit weights.
-- FFTs run jnp.fft unnormalized and scale by 1/n or 1/sqrt(n) for PyTorch's normalization modes
-  (0 none, 1 by sqrt(n), 2 by n), n being the signal size (c2r: the output's).
 - `i0` is the Cephes Chebyshev expansion ATen uses (same coefficients), `digamma(±0)` is ∓inf as
   ATen's, not jax's NaN.
 - `segment_reduce` (lengths or offsets along the last dim of lengths/offsets) is one scatter of
@@ -41,6 +38,7 @@ import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
 from .cephes import I0_A, I0_B, chbevl
+from .dims import wrap_dim
 from .dtypes import cast, is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require, require_in_range
 from .factory import linspace_values
@@ -54,13 +52,6 @@ _C128 = np.dtype(np.complex128)
 
 def _acc(dtype):
     return _F32 if is_low_precision(dtype) else np.dtype(dtype)
-
-
-def _wrap_dim(dim: int, ndim: int) -> int:
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return dim % n
 
 
 def _unary_float(fn):
@@ -167,29 +158,6 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, p
     return out.astype(weight.dtype), bag, bag_size, jnp.zeros((0,), _I64)
 
 
-def _fft_scale(y, n: int, normalization: int):
-    if normalization == 0 or n == 0:
-        return y
-    if normalization == 1:
-        f = 1.0 / math.sqrt(n)
-    elif normalization == 2:
-        f = 1.0 / n
-    else:
-        raise ValueError(f"fft: unknown normalization mode {normalization}")
-    real = jnp.real(y).dtype
-    return y * jnp.asarray(f, real)
-
-
-def _fft_dims(x, dim):
-    return [_wrap_dim(d, x.ndim) for d in dim]
-
-
-def _require_fft_dtype(x, op):
-    dt = np.dtype(x.dtype)
-    if dt not in (np.dtype(np.float32), _F64, np.dtype(np.complex64), _C128):
-        raise TypeError(f"{op}: Unsupported dtype {dt}")
-
-
 def _i0(x):
     a = jnp.abs(x)
     small = a <= 8
@@ -238,7 +206,7 @@ def _segment_reduce(data, reduce, lengths, offsets, axis, unsafe, initial):
     dt = np.dtype(data.dtype)
     if dt.kind != "f" and not is_low_precision(dt):
         raise TypeError(f'"_segment_reduce_cpu" not implemented for \'{dt.name}\'')
-    axis = _wrap_dim(axis, data.ndim)
+    axis = wrap_dim(axis, data.ndim)
     if offsets is not None:
         off = offsets.astype(_I64)
         if axis != off.ndim - 1:
@@ -574,42 +542,6 @@ def _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mo
                           include_last_offset, padding_idx)
 
 
-# _fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
-@lower(aten._fft_c2c.default)
-def _fft_c2c(self, dim, normalization, forward):
-    _require_fft_dtype(self, "_fft_c2c")
-    axes = _fft_dims(self, dim)
-    if not axes:
-        return self
-    if forward:
-        y = jnp.fft.fftn(self, axes=axes)
-    else:
-        y = jnp.fft.ifftn(self, axes=axes, norm="forward")  # unnormalized inverse
-    return _fft_scale(y, math.prod(self.shape[a] for a in axes), normalization)
-
-
-# _fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
-@lower(aten._fft_c2r.default)
-def _fft_c2r(self, dim, normalization, last_dim_size):
-    _require_fft_dtype(self, "_fft_c2r")
-    axes = _fft_dims(self, dim)
-    s = [self.shape[a] for a in axes[:-1]] + [int(last_dim_size)]
-    y = jnp.fft.irfftn(self, s=s, axes=axes, norm="forward")  # unnormalized inverse
-    return _fft_scale(y, math.prod(s), normalization)
-
-
-# _fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
-@lower(aten._fft_r2c.default)
-def _fft_r2c(self, dim, normalization, onesided):
-    _require_fft_dtype(self, "_fft_r2c")
-    axes = _fft_dims(self, dim)
-    if onesided:
-        y = jnp.fft.rfftn(self, axes=axes)
-    else:
-        y = jnp.fft.fftn(self, axes=axes)
-    return _fft_scale(y, math.prod(self.shape[a] for a in axes), normalization)
-
-
 # _histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor[]
 # (compiled graphs; eager runs it per dimension through histogram.bin_ct, eager/kernels.py)
 @lower(aten._histogramdd_bin_edges.default)
@@ -651,7 +583,7 @@ def _pdist_forward(self, p):
 @lower(aten.diag_embed.default)
 def diag_embed(self, offset, dim1, dim2):
     nd = self.ndim + 1
-    d1, d2 = _wrap_dim(dim1, nd), _wrap_dim(dim2, nd)
+    d1, d2 = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     x = self.reshape(1) if self.ndim == 0 else self
@@ -684,7 +616,7 @@ def hash_tensor(self, dim, keepdim, mode):
         bits = lax.bitcast_convert_type(self.astype(_I64), np.uint64)
     else:
         raise TypeError(f"hash_tensor: not implemented for {dt}")
-    axes = tuple(range(self.ndim)) if len(dim) == 0 else tuple(sorted({_wrap_dim(d, self.ndim) for d in dim}))
+    axes = tuple(range(self.ndim)) if len(dim) == 0 else tuple(sorted({wrap_dim(d, self.ndim) for d in dim}))
     if self.ndim == 0:
         return bits
     out = lax.reduce(bits, np.uint64(0), lax.bitwise_xor, axes)
@@ -727,7 +659,7 @@ def logcumsumexp(self, dim):
         raise TypeError(f"logcumsumexp: not implemented for {dt}")
     if self.ndim == 0 or self.size == 0:
         return self
-    axis = _wrap_dim(dim, self.ndim)
+    axis = wrap_dim(dim, self.ndim)
     if dt.kind == "c":
         # sequential, as ATen: the imaginary part is not reduced mod 2*pi, so the order of the
         # additions decides its branch (an associative scan would pick others)
