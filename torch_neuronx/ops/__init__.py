@@ -24,6 +24,7 @@ FAMILIES = (
     "random",
     "attention",
     "fft",
+    "histogram",
     "misc",
     "special",
 )
