@@ -25,6 +25,7 @@ FAMILIES = (
     "attention",
     "fft",
     "histogram",
+    "loss",
     "misc",
     "special",
 )
