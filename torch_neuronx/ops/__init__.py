@@ -26,6 +26,7 @@ FAMILIES = (
     "fft",
     "histogram",
     "loss",
+    "distance",
     "misc",
     "special",
 )
