@@ -18,6 +18,7 @@ from .promotion import category, compute_dtype, float_dtype, is_float, is_floatl
 
 _BOOL = np.dtype(np.bool_)
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 
 
 def _args(*xs, dt=None, compute=True, rounded=False):
@@ -734,6 +735,17 @@ lower(aten.ne.Tensor, aten.ne.Scalar)(_compare(jnp.not_equal))
 @lower(aten.neg.default)
 def neg(self):
     return -self
+
+
+# polar(Tensor abs, Tensor angle) -> Tensor
+@lower(aten.polar.default)
+def polar(abs, angle):
+    dt = np.dtype(abs.dtype)
+    if dt not in (np.dtype(np.float32), _F64) or np.dtype(angle.dtype) != dt:
+        raise TypeError(
+            f"polar: expected abs and angle to be float or double and of the same dtype, got {dt}, {angle.dtype}"
+        )
+    return lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
 
 
 # pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
