@@ -27,7 +27,6 @@ FAMILIES = (
     "histogram",
     "loss",
     "distance",
-    "misc",
     "special",
 )
 

@@ -1,5 +1,6 @@
 """Special functions and odd elementwise ops that otherwise fell back to the CPU (or reached the
-backend only as a chain of small decomposed ops): erfc/erfcx, polygamma, zeta, igamma/igammac,
+backend only as a chain of small decomposed ops): erfc/erfcx, lgamma, digamma, polygamma, zeta,
+igamma/igammac, i0,
 Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr, gcd/lcm, bit shifts, angle, frexp,
 nextafter, logaddexp(2), sinc, heaviside, deg2rad/rad2deg, xlogy/xlog1py Scalar overloads,
 adaptive_max_pool2d (+ backward).
@@ -18,6 +19,8 @@ PyTorch CPU semantics:
   The polynomials' n is truncated to int64 like ATen's static_cast (NaN/inf: negative, so 0) and the
   recurrences run n steps per element (`lax.while_loop` until no element is left), stopping at NaN.
   Divisions by a scalar go through `_div`: XLA would multiply by a rounded reciprocal.
+- `i0` is the Cephes Chebyshev expansion ATen uses (same coefficients), `digamma(±0)` is ∓inf as
+  ATen's, not jax's NaN.
 - `igamma`/`igammac`: ATen's boundary values, XLA's algorithm in float64, rounded once.
 - Shifts: a count < 0 or >= the bit width gives 0 (left) or the sign fill (right), as ATen does.
 - `gcd` is ATen's Euclid on |a|, |b| (so gcd(INT_MIN, 6) = -2 like the CPU); lcm = |a / gcd * b|.
@@ -53,6 +56,22 @@ def _float_only(name, dt):
 
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def _i0(x):
+    a = jnp.abs(x)
+    small = a <= 8
+    ys = a / 2 - 2
+    yb = 32 / jnp.where(small, jnp.ones((), a.dtype), a) - 2
+    vs = jnp.exp(a) * chbevl(ys, I0_A)
+    vb = jnp.exp(a) * chbevl(yb, I0_B) / jnp.sqrt(a)
+    return jnp.where(small, vs, vb)
+
+
+def _digamma(x):
+    y = lax.digamma(x)
+    inf = jnp.full((), np.inf, x.dtype)
+    return jnp.where(x == 0, jnp.where(jnp.signbit(x), inf, -inf), y)
 
 
 def _erfcx(x):
@@ -659,6 +678,10 @@ def bitwise_right_shift_scalar_tensor(self, other):
 lower(aten.deg2rad.default)(unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
 
 
+# digamma(Tensor self) -> Tensor
+lower(aten.digamma.default)(unary_float(_digamma))
+
+
 # erfc(Tensor self) -> Tensor
 lower(aten.erfc.default)(unary_float(lax.erfc))
 
@@ -698,6 +721,10 @@ def heaviside(self, values):
     return jnp.where(x == 0, v, cast(x > 0, dt))
 
 
+# i0(Tensor self) -> Tensor
+lower(aten.i0.default)(unary_float(_i0))
+
+
 # igamma(Tensor self, Tensor other) -> Tensor
 lower(aten.igamma.default)(_igamma("igamma_cpu", upper=False))
 
@@ -713,6 +740,10 @@ def lcm(self, other):
     g = _gcd(a, b)
     safe = jnp.where(g == 0, jnp.ones_like(g), g)
     return jnp.where(g == 0, jnp.zeros_like(g), jnp.abs(lax.div(a, safe) * b))
+
+
+# lgamma(Tensor self) -> Tensor
+lower(aten.lgamma.default)(unary_float(lambda x: lax.lgamma(x)))
 
 
 # logaddexp(Tensor self, Tensor other) -> Tensor
