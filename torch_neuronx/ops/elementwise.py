@@ -1,9 +1,16 @@
 """Elementwise ops: arithmetic, math functions, activations and their backward ops, comparisons,
-bitwise/logical ops, selection, and dtype conversion (`_to_copy`).
+bitwise/logical ops and shifts, gcd/lcm, selection, and dtype conversion (`_to_copy`); among the
+math functions angle, polar, frexp, nextafter, logaddexp(2), sinc, heaviside, deg2rad/rad2deg.
 
-PyTorch CPU semantics: the result dtype follows PyTorch's type promotion (`result_dtype`: dimensioned
-tensors > 0-d tensors > Scalars, by category), float16/bfloat16 math runs in float32 and rounds once
-(`compute_dtype`), integer division/remainder follow C/Python rules as ATen does.
+PyTorch CPU semantics: the result dtype follows PyTorch's type promotion (promotion.py's
+`result_dtype`: dimensioned tensors > 0-d tensors > Scalars, by category), float16/bfloat16 math runs
+in float32 and rounds once (`compute_dtype`), integer division/remainder follow C/Python rules as
+ATen does. `unary_float`/`binary_float` (float-valued ops over promoted operands) and `float_pow`
+(pow with C semantics for negative bases) are used by other families too.
+- Shifts: a count < 0 or >= the bit width gives 0 (left) or the sign fill (right), as ATen does.
+- `gcd` is ATen's Euclid on |a|, |b| (so gcd(INT_MIN, 6) = -2 like the CPU); lcm = |a / gcd * b|.
+
+Not lowered: `equal` (returns a Python bool).
 """
 from __future__ import annotations
 
@@ -199,9 +206,67 @@ def _pow(a, b, dt):
     return _out(float_pow(x, y), dt)
 
 
+# ---------------------------------------------------------------------------------------------
+# integer helpers (shifts, gcd) and a float-only check
+# ---------------------------------------------------------------------------------------------
+
+
+def _float_only(name, dt):
+    if not is_float(dt):
+        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
+
+
+def _gcd(a, b):
+    # ATen's calc_gcd: Euclid on |a|, |b| with C remainder (wrapping abs of INT_MIN kept).
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+
+    def cond(state):
+        return jnp.any(state[0] != 0)
+
+    def body(state):
+        a, b = state
+        nz = a != 0
+        safe = jnp.where(nz, a, jnp.ones_like(a))
+        return jnp.where(nz, lax.rem(b, safe), a), jnp.where(nz, a, b)
+
+    return lax.while_loop(cond, body, (a, b))[1]
+
+
+def _int_args(name, self, other):
+    dt = result_dtype(self, other)
+    if not np.issubdtype(dt, np.integer):
+        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
+    return cast(self, dt), cast(other, dt), dt
+
+
+def _shift(left):
+    def lowering(self, other):
+        a, b, dt = _int_args("lshift_cpu" if left else "rshift_cpu", self, other)
+        a, b = jnp.broadcast_arrays(a, b)
+        bits = np.dtype(dt).itemsize * 8
+        signed = np.dtype(dt).kind == "i"
+        bad = (b >= bits) | (b < 0) if signed else b >= bits
+        sb = jnp.where(bad, jnp.zeros_like(b), b)
+        if left:
+            return jnp.where(bad, jnp.zeros_like(a), lax.shift_left(a, sb))
+        fill = lax.shift_right_arithmetic(a, jnp.full_like(a, bits - 1)) if signed else jnp.zeros_like(a)
+        return jnp.where(bad, fill, lax.shift_right_arithmetic(a, sb) if signed else lax.shift_right_logical(a, sb))
+
+    return lowering
+
+
 # =============================================================================================
 # lowerings, alphabetical by op name
 # =============================================================================================
+
+
+# __lshift__.Scalar(Tensor self, Scalar other) -> Tensor
+# __lshift__.Tensor(Tensor self, Tensor other) -> Tensor
+lower(aten.__lshift__.Scalar, aten.__lshift__.Tensor)(_shift(True))
+
+# __rshift__.Scalar(Tensor self, Scalar other) -> Tensor
+# __rshift__.Tensor(Tensor self, Tensor other) -> Tensor
+lower(aten.__rshift__.Scalar, aten.__rshift__.Tensor)(_shift(False))
 
 
 # _to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
@@ -258,6 +323,17 @@ def addcmul(self, tensor1, tensor2, value):
     return _out(s + cast(value, s.dtype) * t1 * t2, dt)
 
 
+# angle(Tensor self) -> Tensor
+@lower(aten.angle.default)
+def angle(self):
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return jnp.angle(self)
+    dt = float_dtype(self.dtype)
+    x = cast(self, compute_dtype(dt))
+    r = jnp.where(x < 0, np.asarray(math.pi, x.dtype), jnp.zeros_like(x))
+    return _out(jnp.where(jnp.isnan(x), x, r), dt)
+
+
 # asin(Tensor self) -> Tensor
 lower(aten.asin.default)(unary_float(jnp.arcsin))
 # asinh(Tensor self) -> Tensor
@@ -283,6 +359,17 @@ def _bitwise(fn):
 lower(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(_bitwise(jnp.bitwise_and))
 
 
+# bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar)(_shift(True))
+
+
+# bitwise_left_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
+@lower(aten.bitwise_left_shift.Scalar_Tensor)
+def bitwise_left_shift_scalar_tensor(self, other):
+    return _shift(True)(self, other)
+
+
 # bitwise_not(Tensor self) -> Tensor
 @lower(aten.bitwise_not.default)
 def bitwise_not(self):
@@ -292,6 +379,19 @@ def bitwise_not(self):
 # bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
 # bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
 lower(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(_bitwise(jnp.bitwise_or))
+
+
+# bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar)(_shift(False))
+
+
+# bitwise_right_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
+@lower(aten.bitwise_right_shift.Scalar_Tensor)
+def bitwise_right_shift_scalar_tensor(self, other):
+    return _shift(False)(self, other)
+
+
 # bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
 # bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
 lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.bitwise_xor))
@@ -351,6 +451,10 @@ lower(aten.copysign.Tensor, aten.copysign.Scalar)(binary_float(jnp.copysign))
 lower(aten.cos.default)(unary_float(jnp.cos))
 # cosh(Tensor self) -> Tensor
 lower(aten.cosh.default)(unary_float(jnp.cosh))
+
+
+# deg2rad(Tensor self) -> Tensor
+lower(aten.deg2rad.default)(unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
 
 
 # div.Tensor(Tensor self, Tensor other) -> Tensor
@@ -452,6 +556,31 @@ def frac(self):
     return _out(x - jnp.trunc(x), self.dtype)
 
 
+# frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
+@lower(aten.frexp.Tensor)
+def frexp(self):
+    _float_only("frexp", self.dtype)
+    x = cast(self, compute_dtype(self.dtype))
+    m, e = jnp.frexp(x)
+    # subnormals (XLA flushes them): the mantissa field as an exact integer, scaled by 2^-(bias+frac)
+    info = np.finfo(x.dtype)
+    ity = jnp.int32 if info.bits == 32 else jnp.int64
+    bits = lax.bitcast_convert_type(x, ity)
+    field = (bits & ((1 << info.nmant) - 1)).astype(x.dtype)
+    sm, se = jnp.frexp(field)
+    sub = (jnp.abs(bits & ~(np.asarray(1, ity) << (info.bits - 1))) < (1 << info.nmant)) & (field != 0)
+    m = jnp.where(sub, jnp.where(bits < 0, -sm, sm), m)
+    e = jnp.where(sub, se + (info.minexp - info.nmant), e)
+    return cast(m, self.dtype), e.astype(jnp.int32)
+
+
+# gcd(Tensor self, Tensor other) -> Tensor
+@lower(aten.gcd.default)
+def gcd(self, other):
+    a, b, dt = _int_args("gcd_cpu", self, other)
+    return _gcd(a, b)
+
+
 # ge.Tensor(Tensor self, Tensor other) -> Tensor
 # ge.Scalar(Tensor self, Scalar other) -> Tensor
 lower(aten.ge.Tensor, aten.ge.Scalar)(_compare(jnp.greater_equal))
@@ -544,6 +673,16 @@ def hardtanh_backward(grad_output, self, min_val, max_val):
     return jnp.where((x <= lo) | (x >= hi), jnp.zeros_like(g), g)
 
 
+# heaviside(Tensor self, Tensor values) -> Tensor
+@lower(aten.heaviside.default)
+def heaviside(self, values):
+    dt = result_dtype(self, values)
+    if np.dtype(self.dtype) != np.dtype(values.dtype):
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    x, v = cast(self, dt), cast(values, dt)
+    return jnp.where(x == 0, v, cast(x > 0, dt))
+
+
 # hypot(Tensor self, Tensor other) -> Tensor
 lower(aten.hypot.default)(binary_float(jnp.hypot))
 
@@ -578,6 +717,16 @@ def isposinf(self):
     if not is_float(self.dtype):
         return jnp.zeros(self.shape, _BOOL)
     return self == jnp.inf
+
+
+# lcm(Tensor self, Tensor other) -> Tensor
+@lower(aten.lcm.default)
+def lcm(self, other):
+    a, b, dt = _int_args("lcm_cpu", self, other)
+    a, b = jnp.broadcast_arrays(a, b)
+    g = _gcd(a, b)
+    safe = jnp.where(g == 0, jnp.ones_like(g), g)
+    return jnp.where(g == 0, jnp.zeros_like(g), jnp.abs(lax.div(a, safe) * b))
 
 
 # le.Tensor(Tensor self, Tensor other) -> Tensor
@@ -623,6 +772,24 @@ lower(aten.log10.default)(unary_float(jnp.log10))
 lower(aten.log1p.default)(unary_float(jnp.log1p))
 # log2(Tensor self) -> Tensor
 lower(aten.log2.default)(unary_float(jnp.log2))
+
+
+# logaddexp(Tensor self, Tensor other) -> Tensor
+@lower(aten.logaddexp.default)
+@binary_float
+def logaddexp(a, b):
+    m = jnp.maximum(a, b)
+    r = m + jnp.log1p(jnp.exp(-jnp.abs(a - b)))
+    return jnp.where(jnp.isinf(a) & (a == b), a, r)
+
+
+# logaddexp2(Tensor self, Tensor other) -> Tensor
+@lower(aten.logaddexp2.default)
+@binary_float
+def logaddexp2(a, b):
+    m = jnp.maximum(a, b)
+    r = m + jnp.log1p(jnp.exp2(-jnp.abs(a - b))) * np.asarray(1 / math.log(2), a.dtype)
+    return jnp.where(jnp.isinf(a) & (a == b), a, r)
 
 
 # logical_and(Tensor self, Tensor other) -> Tensor
@@ -737,6 +904,15 @@ def neg(self):
     return -self
 
 
+# nextafter(Tensor self, Tensor other) -> Tensor
+@lower(aten.nextafter.default)
+def nextafter(self, other):
+    dt = result_dtype(self, other)
+    _float_only("nextafter_cpu", dt)
+    a, b = jnp.broadcast_arrays(cast(self, dt), cast(other, dt))
+    return lax.nextafter(a, b)
+
+
 # polar(Tensor abs, Tensor angle) -> Tensor
 @lower(aten.polar.default)
 def polar(abs, angle):
@@ -772,6 +948,10 @@ def pow_tensor_scalar(self, exponent):
     if is_int(x.dtype) and isinstance(exponent, (bool, float)):
         exponent = int(exponent)
     return _out(_pow_static_exponent(x, exponent), dt)
+
+
+# rad2deg(Tensor self) -> Tensor
+lower(aten.rad2deg.default)(unary_float(lambda x: x * np.asarray(180 / math.pi, x.dtype)))
 
 
 # reciprocal(Tensor self) -> Tensor
@@ -867,6 +1047,16 @@ def silu_backward(grad_output, self):
 
 # sin(Tensor self) -> Tensor
 lower(aten.sin.default)(unary_float(jnp.sin))
+
+
+# sinc(Tensor self) -> Tensor
+@lower(aten.sinc.default)
+@unary_float
+def sinc(x):
+    p = x * np.asarray(math.pi, x.dtype)
+    return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(p) / p)
+
+
 # sinh(Tensor self) -> Tensor
 lower(aten.sinh.default)(unary_float(jnp.sinh))
 

@@ -13,6 +13,8 @@ cpu/HistogramKernel.cpp).
 - histc has rules of its own (ATen's histc kernel, not histogram's): min == max takes the data's
   min and max, still equal widens by 1 each side; the bins are not built as edges: each element's
   bin is (x - min) * bins / (max - min) in the input dtype, truncated (`_histc_counts`).
+
+Not lowered: `bincount` (its length is max(self)+1, a host read).
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Special functions and odd elementwise ops that otherwise fell back to the CPU (or reached the
-backend only as a chain of small decomposed ops): erfc/erfcx, lgamma, digamma, polygamma, zeta,
-igamma/igammac, i0,
-Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr, gcd/lcm, bit shifts, angle, frexp,
-nextafter, logaddexp(2), sinc, heaviside, deg2rad/rad2deg, xlogy/xlog1py Scalar overloads,
-adaptive_max_pool2d (+ backward).
+"""Special functions (torch.special's, most otherwise falling back to the CPU or reaching the backend
+only as a chain of small decomposed ops): erfc/erfcx, lgamma, digamma, polygamma, zeta,
+igamma/igammac, i0 (i0e, i1, i1e), Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr,
+xlogy/xlog1py Scalar overloads; and adaptive_max_pool2d (+ backward).
 
 PyTorch CPU semantics:
 - float16/bfloat16 compute in float32 and round once; integer inputs of float ops give the default dtype.
@@ -22,12 +20,8 @@ PyTorch CPU semantics:
 - `i0` is the Cephes Chebyshev expansion ATen uses (same coefficients), `digamma(±0)` is ∓inf as
   ATen's, not jax's NaN.
 - `igamma`/`igammac`: ATen's boundary values, XLA's algorithm in float64, rounded once.
-- Shifts: a count < 0 or >= the bit width gives 0 (left) or the sign fill (right), as ATen does.
-- `gcd` is ATen's Euclid on |a|, |b| (so gcd(INT_MIN, 6) = -2 like the CPU); lcm = |a / gcd * b|.
 - adaptive_max_pool2d: first maximum wins, a NaN wins over numbers (the last NaN of a window), indices
   are int64 flat positions in H*W.
-
-Not lowered: `bincount` (its length is max(self)+1, a host read), `equal` (returns a Python bool).
 """
 from __future__ import annotations
 
@@ -47,11 +41,6 @@ from .cephes import (AIRY_AI_AD, AIRY_AI_AFD, AIRY_AI_AFN, AIRY_AI_AGD, AIRY_AI_
                      BESSEL_Y1_YQ, DIGAMMA_A, I0_A, I0_B, I1_A, I1_B, K0_A, K0_B, K1_A, K1_B, ZETA_A, chbevl, polevl)
 
 _F64 = np.dtype(np.float64)
-
-
-def _float_only(name, dt):
-    if not is_float(dt):
-        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,45 +95,6 @@ def _trigamma(x):
     ixx = 1 / (x * x)
     result = result + (1 + 1 / (2 * x) + ixx * (1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42)))) / x
     return jnp.where(neg, -result, result)
-
-
-def _gcd(a, b):
-    # ATen's calc_gcd: Euclid on |a|, |b| with C remainder (wrapping abs of INT_MIN kept).
-    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
-
-    def cond(state):
-        return jnp.any(state[0] != 0)
-
-    def body(state):
-        a, b = state
-        nz = a != 0
-        safe = jnp.where(nz, a, jnp.ones_like(a))
-        return jnp.where(nz, lax.rem(b, safe), a), jnp.where(nz, a, b)
-
-    return lax.while_loop(cond, body, (a, b))[1]
-
-
-def _int_args(name, self, other):
-    dt = result_dtype(self, other)
-    if not np.issubdtype(dt, np.integer):
-        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
-    return cast(self, dt), cast(other, dt), dt
-
-
-def _shift(left):
-    def lowering(self, other):
-        a, b, dt = _int_args("lshift_cpu" if left else "rshift_cpu", self, other)
-        a, b = jnp.broadcast_arrays(a, b)
-        bits = np.dtype(dt).itemsize * 8
-        signed = np.dtype(dt).kind == "i"
-        bad = (b >= bits) | (b < 0) if signed else b >= bits
-        sb = jnp.where(bad, jnp.zeros_like(b), b)
-        if left:
-            return jnp.where(bad, jnp.zeros_like(a), lax.shift_left(a, sb))
-        fill = lax.shift_right_arithmetic(a, jnp.full_like(a, bits - 1)) if signed else jnp.zeros_like(a)
-        return jnp.where(bad, fill, lax.shift_right_arithmetic(a, sb) if signed else lax.shift_right_logical(a, sb))
-
-    return lowering
 
 
 def _xlog1py(x, y):
@@ -591,14 +541,6 @@ def _igamma(name, upper):
 # ---------------------------------------------------------------------------------------------
 # lowerings, alphabetical
 
-# __lshift__.Scalar(Tensor self, Scalar other) -> Tensor
-# __lshift__.Tensor(Tensor self, Tensor other) -> Tensor
-lower(aten.__lshift__.Scalar, aten.__lshift__.Tensor)(_shift(True))
-
-# __rshift__.Scalar(Tensor self, Scalar other) -> Tensor
-# __rshift__.Tensor(Tensor self, Tensor other) -> Tensor
-lower(aten.__rshift__.Scalar, aten.__rshift__.Tensor)(_shift(False))
-
 
 # adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
 @lower(aten.adaptive_max_pool2d.default)
@@ -641,84 +583,12 @@ def adaptive_max_pool2d_backward(grad_output, self, indices):
     return cast(out.reshape(self.shape), self.dtype)
 
 
-# angle(Tensor self) -> Tensor
-@lower(aten.angle.default)
-def angle(self):
-    if jnp.issubdtype(self.dtype, jnp.complexfloating):
-        return jnp.angle(self)
-    dt = float_dtype(self.dtype)
-    x = cast(self, compute_dtype(dt))
-    r = jnp.where(x < 0, np.asarray(math.pi, x.dtype), jnp.zeros_like(x))
-    return cast(jnp.where(jnp.isnan(x), x, r), dt)
-
-
-# bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
-# bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
-lower(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar)(_shift(True))
-
-
-# bitwise_left_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
-@lower(aten.bitwise_left_shift.Scalar_Tensor)
-def bitwise_left_shift_scalar_tensor(self, other):
-    return _shift(True)(self, other)
-
-
-# bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
-# bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
-lower(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar)(_shift(False))
-
-
-# bitwise_right_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
-@lower(aten.bitwise_right_shift.Scalar_Tensor)
-def bitwise_right_shift_scalar_tensor(self, other):
-    return _shift(False)(self, other)
-
-
-# deg2rad(Tensor self) -> Tensor
-lower(aten.deg2rad.default)(unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
-
-
 # digamma(Tensor self) -> Tensor
 lower(aten.digamma.default)(unary_float(_digamma))
 
 
 # erfc(Tensor self) -> Tensor
 lower(aten.erfc.default)(unary_float(lax.erfc))
-
-
-# frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
-@lower(aten.frexp.Tensor)
-def frexp(self):
-    _float_only("frexp", self.dtype)
-    x = cast(self, compute_dtype(self.dtype))
-    m, e = jnp.frexp(x)
-    # subnormals (XLA flushes them): the mantissa field as an exact integer, scaled by 2^-(bias+frac)
-    info = np.finfo(x.dtype)
-    ity = jnp.int32 if info.bits == 32 else jnp.int64
-    bits = lax.bitcast_convert_type(x, ity)
-    field = (bits & ((1 << info.nmant) - 1)).astype(x.dtype)
-    sm, se = jnp.frexp(field)
-    sub = (jnp.abs(bits & ~(np.asarray(1, ity) << (info.bits - 1))) < (1 << info.nmant)) & (field != 0)
-    m = jnp.where(sub, jnp.where(bits < 0, -sm, sm), m)
-    e = jnp.where(sub, se + (info.minexp - info.nmant), e)
-    return cast(m, self.dtype), e.astype(jnp.int32)
-
-
-# gcd(Tensor self, Tensor other) -> Tensor
-@lower(aten.gcd.default)
-def gcd(self, other):
-    a, b, dt = _int_args("gcd_cpu", self, other)
-    return _gcd(a, b)
-
-
-# heaviside(Tensor self, Tensor values) -> Tensor
-@lower(aten.heaviside.default)
-def heaviside(self, values):
-    dt = result_dtype(self, values)
-    if np.dtype(self.dtype) != np.dtype(values.dtype):
-        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
-    x, v = cast(self, dt), cast(values, dt)
-    return jnp.where(x == 0, v, cast(x > 0, dt))
 
 
 # i0(Tensor self) -> Tensor
@@ -732,45 +602,8 @@ lower(aten.igamma.default)(_igamma("igamma_cpu", upper=False))
 lower(aten.igammac.default)(_igamma("igammac_cpu", upper=True))
 
 
-# lcm(Tensor self, Tensor other) -> Tensor
-@lower(aten.lcm.default)
-def lcm(self, other):
-    a, b, dt = _int_args("lcm_cpu", self, other)
-    a, b = jnp.broadcast_arrays(a, b)
-    g = _gcd(a, b)
-    safe = jnp.where(g == 0, jnp.ones_like(g), g)
-    return jnp.where(g == 0, jnp.zeros_like(g), jnp.abs(lax.div(a, safe) * b))
-
-
 # lgamma(Tensor self) -> Tensor
 lower(aten.lgamma.default)(unary_float(lambda x: lax.lgamma(x)))
-
-
-# logaddexp(Tensor self, Tensor other) -> Tensor
-@lower(aten.logaddexp.default)
-@binary_float
-def logaddexp(a, b):
-    m = jnp.maximum(a, b)
-    r = m + jnp.log1p(jnp.exp(-jnp.abs(a - b)))
-    return jnp.where(jnp.isinf(a) & (a == b), a, r)
-
-
-# logaddexp2(Tensor self, Tensor other) -> Tensor
-@lower(aten.logaddexp2.default)
-@binary_float
-def logaddexp2(a, b):
-    m = jnp.maximum(a, b)
-    r = m + jnp.log1p(jnp.exp2(-jnp.abs(a - b))) * np.asarray(1 / math.log(2), a.dtype)
-    return jnp.where(jnp.isinf(a) & (a == b), a, r)
-
-
-# nextafter(Tensor self, Tensor other) -> Tensor
-@lower(aten.nextafter.default)
-def nextafter(self, other):
-    dt = result_dtype(self, other)
-    _float_only("nextafter_cpu", dt)
-    a, b = jnp.broadcast_arrays(cast(self, dt), cast(other, dt))
-    return lax.nextafter(a, b)
 
 
 # polygamma(int n, Tensor self) -> Tensor
@@ -795,18 +628,6 @@ def polygamma(n, self):
         z = _zeta(jnp.full_like(x, n + 1), x, acc)
         r = np.asarray(fact if n % 2 else -fact, x.dtype) * z
     return cast(r, dt)
-
-
-# rad2deg(Tensor self) -> Tensor
-lower(aten.rad2deg.default)(unary_float(lambda x: x * np.asarray(180 / math.pi, x.dtype)))
-
-
-# sinc(Tensor self) -> Tensor
-@lower(aten.sinc.default)
-@unary_float
-def sinc(x):
-    p = x * np.asarray(math.pi, x.dtype)
-    return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(p) / p)
 
 
 # special_airy_ai(Tensor x) -> Tensor
