@@ -19,6 +19,7 @@ FAMILIES = (
     "indexing",
     "sorting",
     "conv",
+    "pooling",
     "resample",
     "factory",
     "random",

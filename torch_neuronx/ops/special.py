@@ -1,7 +1,7 @@
 """Special functions (torch.special's, most otherwise falling back to the CPU or reaching the backend
 only as a chain of small decomposed ops): erfc/erfcx, lgamma, digamma, polygamma, zeta,
 igamma/igammac, i0 (i0e, i1, i1e), Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr,
-xlogy/xlog1py Scalar overloads; and adaptive_max_pool2d (+ backward).
+xlogy/xlog1py Scalar overloads.
 
 PyTorch CPU semantics:
 - float16/bfloat16 compute in float32 and round once; integer inputs of float ops give the default dtype.
@@ -20,8 +20,6 @@ PyTorch CPU semantics:
 - `i0` is the Cephes Chebyshev expansion ATen uses (same coefficients), `digamma(±0)` is ∓inf as
   ATen's, not jax's NaN.
 - `igamma`/`igammac`: ATen's boundary values, XLA's algorithm in float64, rounded once.
-- adaptive_max_pool2d: first maximum wins, a NaN wins over numbers (the last NaN of a window), indices
-  are int64 flat positions in H*W.
 """
 from __future__ import annotations
 
@@ -32,7 +30,7 @@ import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
 from .dtypes import cast, is_low_precision
-from ._registry import aten, lower, require_in_range
+from ._registry import aten, lower
 from .elementwise import binary_float, float_pow, unary_float
 from .promotion import compute_dtype, float_dtype, is_float, result_dtype
 from .cephes import (AIRY_AI_AD, AIRY_AI_AFD, AIRY_AI_AFN, AIRY_AI_AGD, AIRY_AI_AGN, AIRY_AI_AN, BESSEL_J0_PP,
@@ -117,15 +115,6 @@ def _no_low_precision(name, fn):
         return fn(self)
 
     return lowering
-
-
-def _adaptive_windows(size: int, out: int):
-    starts = [(i * size) // out for i in range(out)]
-    ends = [-((-(i + 1) * size) // out) for i in range(out)]
-    k = max(e - s for s, e in zip(starts, ends))
-    idx = np.array([[min(s + j, size - 1) for j in range(k)] for s in starts], np.int64)
-    valid = np.array([[s + j < e for j in range(k)] for s, e in zip(starts, ends)])
-    return idx, valid, k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,47 +529,6 @@ def _igamma(name, upper):
 
 # ---------------------------------------------------------------------------------------------
 # lowerings, alphabetical
-
-
-# adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
-@lower(aten.adaptive_max_pool2d.default)
-def adaptive_max_pool2d(self, output_size):
-    oh, ow = output_size
-    H, W = self.shape[-2:]
-    if self.ndim not in (3, 4) or H == 0 or W == 0:
-        raise RuntimeError("adaptive_max_pool2d(): Expected 3D or 4D tensor with non-zero spatial dims")
-    ri, rv, kh = _adaptive_windows(H, oh)
-    ci, cv, kw = _adaptive_windows(W, ow)
-    # (..., oh, kh, ow, kw) -> (..., oh, ow, kh*kw)
-    v = self[..., ri[:, :, None, None], ci[None, None, :, :]]
-    v = jnp.moveaxis(v, -3, -2).reshape(*self.shape[:-2], oh, ow, kh * kw)
-    mask = (rv[:, :, None, None] & cv[None, None, :, :]).transpose(0, 2, 1, 3).reshape(oh, ow, kh * kw)
-    flat = (ri[:, :, None, None] * W + ci[None, None, :, :]).transpose(0, 2, 1, 3).reshape(oh, ow, kh * kw)
-    neg = jnp.asarray(-jnp.inf, self.dtype) if jnp.issubdtype(self.dtype, jnp.floating) else jnp.iinfo(self.dtype).min
-    v = jnp.where(mask, v, neg)
-    if jnp.issubdtype(self.dtype, jnp.floating):
-        nan = jnp.isnan(v) & mask
-        last_nan = kh * kw - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
-        pos = jnp.where(jnp.any(nan, axis=-1), last_nan, jnp.argmax(v, axis=-1))
-    else:
-        pos = jnp.argmax(v, axis=-1)
-    vals = jnp.take_along_axis(v, pos[..., None], axis=-1)[..., 0]
-    idx = jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(flat), v.shape), pos[..., None], axis=-1)[..., 0]
-    return vals, idx.astype(jnp.int64)
-
-
-# adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
-@lower(aten.adaptive_max_pool2d_backward.default)
-def adaptive_max_pool2d_backward(grad_output, self, indices):
-    H, W = self.shape[-2:]
-    require_in_range(indices, H * W, RuntimeError, "adaptive_max_pool2d_backward: index out of range", False)
-    lead = self.shape[:-2]
-    n = int(np.prod(lead)) if lead else 1
-    g = cast(grad_output, compute_dtype(self.dtype)).reshape(n, -1)
-    i = indices.reshape(n, -1)
-    rows = jnp.arange(n)[:, None]
-    out = jnp.zeros((n, H * W), g.dtype).at[rows, i].add(g)
-    return cast(out.reshape(self.shape), self.dtype)
 
 
 # digamma(Tensor self) -> Tensor
