@@ -1,6 +1,6 @@
-"""Lowerings of ops/distance.py (_cdist_forward, _pdist_forward): each compared with PyTorch's CPU kernel as a pure jax function (tests/lowering_harness.py) and,
-where the op reaches eager, the user-level call run on the neuron device vs the CPU with no CPU
-fallback (tests/device_harness.py)."""
+"""Lowerings of ops/distance.py (_cdist_forward, _pdist_forward): each compared with PyTorch's CPU
+kernel as a pure jax function (tests/lowering_harness.py) and, where the op reaches eager, the
+user-level call run on the neuron device vs the CPU with no CPU fallback (tests/device_harness.py)."""
 import os
 import sys
 

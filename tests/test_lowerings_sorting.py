@@ -1,7 +1,7 @@
 """Lowerings of ops/sorting.py (sort, topk, kthvalue/median/nanmedian/mode, cummax/cummin,
-searchsorted/bucketize, randperm): each compared with PyTorch's CPU kernel as a pure jax function (tests/lowering_harness.py) and,
-where the op reaches eager, the user-level call run on the neuron device vs the CPU with no CPU
-fallback (tests/device_harness.py)."""
+searchsorted/bucketize, randperm): each compared with PyTorch's CPU kernel as a pure jax function
+(tests/lowering_harness.py) and, where the op reaches eager, the user-level call run on the neuron
+device vs the CPU with no CPU fallback (tests/device_harness.py)."""
 import math
 import os
 import sys

@@ -29,14 +29,14 @@ import ml_dtypes
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
-from .dtypes import cast, is_low_precision
-from ._registry import aten, lower
-from .elementwise import binary_float, float_pow, unary_float
-from .promotion import compute_dtype, float_dtype, is_float, result_dtype
 from .cephes import (AIRY_AI_AD, AIRY_AI_AFD, AIRY_AI_AFN, AIRY_AI_AGD, AIRY_AI_AGN, AIRY_AI_AN, BESSEL_J0_PP,
                      BESSEL_J0_PQ, BESSEL_J0_QP, BESSEL_J0_QQ, BESSEL_J0_RP, BESSEL_J0_RQ, BESSEL_J1_PP, BESSEL_J1_PQ,
                      BESSEL_J1_QP, BESSEL_J1_QQ, BESSEL_J1_RP, BESSEL_J1_RQ, BESSEL_Y0_YP, BESSEL_Y0_YQ, BESSEL_Y1_YP,
                      BESSEL_Y1_YQ, DIGAMMA_A, I0_A, I0_B, I1_A, I1_B, K0_A, K0_B, K1_A, K1_B, ZETA_A, chbevl, polevl)
+from .dtypes import cast, is_low_precision
+from ._registry import aten, lower
+from .elementwise import binary_float, float_pow, unary_float
+from .promotion import compute_dtype, float_dtype, is_float, result_dtype
 
 _F64 = np.dtype(np.float64)
 
