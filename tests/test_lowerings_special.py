@@ -1,8 +1,11 @@
-"""Lowerings of ops/special.py against PyTorch's CPU kernels, and on the neuron device."""
+"""Lowerings of ops/special.py (torch.special's functions: erfc/erfcx, lgamma/digamma/polygamma, zeta,
+igamma, i0/i0e/i1/i1e, Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr, xlogy/xlog1py
+Scalar overloads) against PyTorch's CPU kernels, and on the neuron device."""
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -13,6 +16,7 @@ from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
 F32, BF = torch.float32, torch.bfloat16
+NAN, INF = float("nan"), float("inf")
 SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0])
 
 
@@ -28,12 +32,7 @@ def rand(*shape, lo=0.0, hi=1.0, seed=0):
     return torch.rand(*shape, generator=gen(seed)) * (hi - lo) + lo
 
 
-def randint(*shape, lo=-20, hi=20, dtype=torch.int32, seed=0):
-    return torch.randint(lo, hi, shape, generator=gen(seed)).to(dtype)
-
-
 NO_LOW_PRECISION = {aten.special_erfcx.default, aten.special_ndtri.default, aten.special_log_ndtr.default}
-NO_LOW_PRECISION_NAMES = {str(op) for op in NO_LOW_PRECISION}
 
 
 def check_float(op, *args, family=None, **kwargs):
@@ -48,39 +47,8 @@ def check_float(op, *args, family=None, **kwargs):
     check_lowering(op, *bf, **kwargs)
 
 
-# ---------------------------------------------------------------------------------------------
-# unary float ops
-
-UNARY = {
-    "erfc": (aten.erfc.default, torch.cat([randn(30, scale=3.0), SPECIAL]), None),
-    "special_erfcx": (aten.special_erfcx.default,
-                      torch.cat([randn(30, scale=5.0), torch.tensor([-9.0, 8.0, 20.0, 30.0, 1e5]), SPECIAL]),
-                      "special_erfcx"),
-    "special_i0e": (aten.special_i0e.default, torch.cat([randn(30, scale=10.0), SPECIAL]), None),
-    "special_i1": (aten.special_i1.default, torch.cat([randn(30, scale=10.0), SPECIAL]), "special_i1"),
-    "special_i1e": (aten.special_i1e.default, torch.cat([randn(30, scale=10.0), SPECIAL]), None),
-    "special_ndtri": (aten.special_ndtri.default,
-                      torch.cat([rand(30), torch.tensor([0.0, 1.0, -0.5, 1.5, 1e-30, 1 - 1e-7]), SPECIAL]),
-                      None),
-    "special_log_ndtr": (aten.special_log_ndtr.default, torch.cat([randn(30, scale=10.0), SPECIAL]),
-                         None),
-    "sinc": (aten.sinc.default, torch.cat([randn(30, scale=3.0), SPECIAL]), None),
-    "deg2rad": (aten.deg2rad.default, torch.cat([randn(30, scale=300.0), SPECIAL]), None),
-    "rad2deg": (aten.rad2deg.default, torch.cat([randn(30, scale=3.0), SPECIAL]), None),
-    "angle": (aten.angle.default, torch.cat([randn(30), SPECIAL]), None),
-}
-
-
-@pytest.mark.parametrize("name", list(UNARY))
-def test_unary(name):
-    op, x, family = UNARY[name]
-    check_float(op, x, family=family)
-
-
-def test_unary_int_inputs():
-    for op in (aten.erfc.default, aten.sinc.default, aten.deg2rad.default, aten.angle.default,
-               aten.special_i0e.default):
-        check_lowering(op, randint(8))
+def randint(*shape, lo=-20, hi=20, dtype=torch.int32, seed=0):
+    return torch.randint(lo, hi, shape, generator=gen(seed)).to(dtype)
 
 
 # negative non-integers (OpInfo's -8.478 among them), poles, tiny, huge and non-finite arguments
@@ -89,194 +57,23 @@ POLYGAMMA_X = torch.cat([rand(20, lo=0.05, hi=6.0), rand(10, lo=-10.0, hi=0.0, s
                                        1e-30, 10.0, 9.0, 3e7, -3e7, 1e30, float("inf"), -float("inf"), float("nan")])])
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5])
-def test_polygamma(n):
-    # ATen's algorithms (digamma's reflection in float64, trigamma, Hurwitz zeta accumulated in
-    # float64): float32 agrees to a few ulps
-    check_lowering(aten.polygamma.default, n, POLYGAMMA_X, family="polygamma")
-    if n <= 2:  # the same code as float32, computed in float32
-        check_lowering(aten.polygamma.default, n, POLYGAMMA_X.to(BF))
+def chk(op, *args, **kwargs):
+    """check_lowering: torch's default tolerances for the result's dtype unless given (the measured
+    errors of these ops, float32 and bfloat16, are within them: tests/tolerances.py)."""
+    check_lowering(op, *args, **kwargs)
 
 
-def test_polygamma_int_input():
-    check_lowering(aten.polygamma.default, 2, randint(12, lo=-3, hi=9, dtype=torch.int64), family="polygamma")
+NO_LOW_PRECISION_NAMES = {str(op) for op in NO_LOW_PRECISION}
 
 
-def test_frexp():
-    x = torch.cat([randn(20, scale=100.0), SPECIAL, torch.tensor([1e-40, -3e-42, 1e-45, 3e38])])
-    check_lowering(aten.frexp.Tensor, x)
-    check_lowering(aten.frexp.Tensor, x.to(BF))
+def dev(fn, *args, must_run, **kwargs):
+    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
 
-
-def test_nextafter():
-    a = torch.cat([randn(10), torch.tensor([0.0, 0.0, -0.0, 1.0, float("inf"), float("nan"), 1.0])])
-    b = torch.cat([randn(10, seed=1), torch.tensor([1.0, -1.0, 1.0, 1.0, 0.0, 1.0, float("nan")])])
-    check_lowering(aten.nextafter.default, a, b, **EXACT)
-    check_lowering(aten.nextafter.default, a.to(BF), b.to(BF), **EXACT)
-
-
-# ---------------------------------------------------------------------------------------------
-# binary float ops
-
-
-def test_logaddexp():
-    inf = float("inf")
-    a = torch.cat([randn(20, scale=5.0), torch.tensor([inf, -inf, inf, -inf, float("nan"), 0.0, 100.0])])
-    b = torch.cat([randn(20, scale=5.0, seed=1), torch.tensor([inf, -inf, -inf, 1.0, 1.0, float("nan"), -100.0])])
-    check_float(aten.logaddexp.default, a, b)
-    check_float(aten.logaddexp2.default, a, b)
-
-
-def test_xlogy_xlog1py_scalars():
-    x = torch.cat([rand(10, lo=-0.5, hi=3.0), torch.tensor([0.0, float("nan"), -1.0, float("inf")])])
-    y = torch.cat([rand(10, lo=0.0, hi=3.0, seed=1), torch.tensor([float("nan"), 0.0, 0.0, 2.0])])
-    check_float(aten.special_xlog1py.default, x, y)
-    for s in (0.0, 2.0, float("nan")):
-        check_float(aten.xlogy.Scalar_Other, x, s)
-        check_float(aten.xlogy.Scalar_Self, s, y)
-        check_float(aten.special_xlog1py.other_scalar, x, s)
-        check_float(aten.special_xlog1py.self_scalar, s, y)
-
-
-def test_heaviside():
-    x = torch.cat([randn(10), torch.tensor([0.0, -0.0, float("nan"), float("inf")])])
-    v = randn(14, seed=1)
-    check_float(aten.heaviside.default, x, v)
-    check_lowering(aten.heaviside.default, randint(10, lo=-2, hi=3), randint(10, seed=1))
-
-
-# ---------------------------------------------------------------------------------------------
-# integer ops
-
-
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8])
-def test_gcd_lcm(dtype):
-    lo = 0 if dtype == torch.uint8 else -60
-    a = torch.cat([randint(30, lo=lo, hi=60, dtype=dtype), torch.tensor([0, 0, 7, 12], dtype=dtype)])
-    b = torch.cat([randint(30, lo=lo, hi=60, dtype=dtype, seed=1), torch.tensor([0, 5, 0, 18], dtype=dtype)])
-    check_lowering(aten.gcd.default, a, b)
-    check_lowering(aten.lcm.default, a, b)
-    if dtype == torch.int32:  # INT_MIN: ATen's wrapping abs
-        m = torch.tensor([-2**31, -2**31, 6], dtype=dtype)
-        check_lowering(aten.gcd.default, m, torch.tensor([6, 0, -2**31], dtype=dtype))
-        check_lowering(aten.lcm.default, m, torch.tensor([6, 1, 3], dtype=dtype))
-        check_lowering(aten.gcd.default, randint(3, 4), randint(4, seed=2))  # broadcasting
-
-
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8, torch.uint8])
-def test_shifts(dtype):
-    bits = torch.iinfo(dtype).bits
-    a = randint(40, lo=0 if dtype == torch.uint8 else -100, hi=100, dtype=dtype)
-    lo = 0 if dtype == torch.uint8 else -3
-    b = torch.cat([randint(34, lo=0, hi=bits, dtype=dtype), torch.tensor([lo, bits - 1, bits, bits + 1, 0, 1], dtype=dtype)])
-    for op in (aten.bitwise_left_shift.Tensor, aten.bitwise_right_shift.Tensor, aten.__lshift__.Tensor,
-               aten.__rshift__.Tensor):
-        check_lowering(op, a, b)
-    for s in (0, 3, bits - 1, bits):
-        check_lowering(aten.__lshift__.Scalar, a, s)
-        check_lowering(aten.__rshift__.Scalar, a, s)
-        check_lowering(aten.bitwise_left_shift.Tensor_Scalar, a, s)
-        check_lowering(aten.bitwise_right_shift.Tensor_Scalar, a, s)
-    check_lowering(aten.bitwise_left_shift.Tensor, a, torch.tensor(2, dtype=torch.int64))  # promotion
-    check_lowering(aten.bitwise_left_shift.Scalar_Tensor, 3, b)
-
-
-# ---------------------------------------------------------------------------------------------
-# adaptive_max_pool2d
-
-
-@pytest.mark.parametrize("shape,out", [((2, 3, 8, 8), (4, 4)), ((1, 2, 7, 5), (3, 4)), ((3, 5, 6), (4, 1))])
-def test_adaptive_max_pool2d(shape, out):
-    x = randn(*shape)
-    check_lowering(aten.adaptive_max_pool2d.default, x, out)
-    check_lowering(aten.adaptive_max_pool2d.default, x.to(BF), out)
-    _, idx = aten.adaptive_max_pool2d.default(x, out)
-    g = randn(*idx.shape, seed=1)
-    check_lowering(aten.adaptive_max_pool2d_backward.default, g, x, idx)
-    check_lowering(aten.adaptive_max_pool2d_backward.default, g.to(BF), x.to(BF), idx, family="pool_backward")
-
-
-def test_adaptive_max_pool2d_ties_nan():
-    x = torch.zeros(1, 1, 5, 5)
-    x[0, 0, 1, 1] = float("nan")
-    x[0, 0, 3, 2] = float("nan")
-    x[0, 0, 4, 4] = -float("inf")
-    check_lowering(aten.adaptive_max_pool2d.default, x, (2, 3))
-    check_lowering(aten.adaptive_max_pool2d.default, torch.full((1, 4, 4), -float("inf")), (3, 3))
-
-
-# ---------------------------------------------------------------------------------------------
-# on the device: the user-level call runs on neuron, no CPU fallback
-
-DEVICE = [
-    ("aten.erfc.default", torch.erfc, (randn(16, scale=2.0),), None),
-    ("aten.special_erfcx.default", torch.special.erfcx, (randn(16, scale=4.0),), "special_erfcx"),
-    ("aten.special_i0e.default", torch.special.i0e, (randn(16, scale=5.0),), None),
-    ("aten.special_i1.default", torch.special.i1, (randn(16, scale=5.0),), "special_i1"),
-    ("aten.special_i1e.default", torch.special.i1e, (randn(16, scale=5.0),), None),
-    ("aten.special_ndtri.default", torch.special.ndtri, (rand(16, lo=0.01, hi=0.99),), None),
-    ("aten.special_log_ndtr.default", torch.special.log_ndtr, (randn(16, scale=5.0),), None),
-    ("aten.polygamma.default", lambda x: torch.polygamma(2, x), (rand(16, lo=-9.0, hi=9.0),), "polygamma"),
-    ("aten.angle.default", torch.angle, (randn(16),), None),
-    ("aten.sinc.default", torch.sinc, (randn(16),), None),
-    ("aten.deg2rad.default", torch.deg2rad, (randn(16),), None),
-    ("aten.nextafter.default", torch.nextafter, (randn(16), randn(16, seed=1)), None),
-    ("aten.logaddexp.default", torch.logaddexp, (randn(16), randn(16, seed=1)), None),
-    ("aten.logaddexp2.default", torch.logaddexp2, (randn(16), randn(16, seed=1)), None),
-    ("aten.heaviside.default", torch.heaviside, (randn(16), randn(16, seed=1)), None),
-    ("aten.special_xlog1py.default", torch.special.xlog1py, (rand(16), rand(16, seed=1)), None),
-    ("aten.xlogy.Scalar_Self", lambda y: torch.xlogy(2.0, y), (rand(16),), None),
-]
-
-
-@pytest.mark.parametrize("dtype", [F32, BF])
-@pytest.mark.parametrize("name,fn,args,family", DEVICE, ids=[d[0] for d in DEVICE])
-def test_device_float(name, fn, args, family, dtype):
-    args = tuple(a.to(dtype) for a in args)
-    if dtype == BF and name in NO_LOW_PRECISION_NAMES:
-        # the CPU has no bfloat16 kernel: the device refuses it the same way
-        with pytest.raises(NotImplementedError):
-            fn(*args)
-        with pytest.raises(NotImplementedError):
-            fn(*(a.to("neuron") for a in args))
-        return
-    check_device(fn, *args, must_run=[name], family=family)  # (bfloat16: torch's defaults)
-
-
-def test_device_frexp():
-    check_device(torch.frexp, randn(16, scale=50.0), must_run=["aten.frexp.Tensor"])
-
-
-def test_device_int_ops():
-    a, b = randint(16, lo=-50, hi=50), randint(16, lo=-50, hi=50, seed=1)
-    check_device(torch.gcd, a, b, must_run=["aten.gcd.default"])
-    check_device(torch.lcm, a, b, must_run=["aten.lcm.default"])
-    s = randint(16, lo=0, hi=40, dtype=torch.int64)
-    check_device(lambda x, y: x << y, a.long(), s, must_run=["aten.__lshift__.Tensor"])
-    check_device(lambda x, y: x >> y, a.long(), s, must_run=["aten.__rshift__.Tensor"])
-    check_device(lambda x: x >> 3, a, must_run=["aten.__rshift__.Scalar"])
-    check_device(torch.bitwise_left_shift, a, s.int(), must_run=["aten.bitwise_left_shift.Tensor"])
-
-
-@pytest.mark.parametrize("dtype", [F32, BF])
-def test_device_adaptive_max_pool2d(dtype):
-    x = randn(2, 3, 7, 9).to(dtype).requires_grad_()
-
-    def fn(x):
-        out, idx = torch.nn.functional.adaptive_max_pool2d(x, (3, 4), return_indices=True)
-        (grad,) = torch.autograd.grad(out, x, torch.ones_like(out))
-        return out, idx, grad
-
-    check_device(fn, x, must_run=["aten.adaptive_max_pool2d.default", "aten.adaptive_max_pool2d_backward.default"])
-
-
-# ---------------------------------------------------------------------------------------------
-# Cephes special functions, polynomials, zeta, incomplete gamma: the CPU has float32/float64 kernels
-# only (integers promote to the default dtype; float16/bfloat16 raise NotImplementedError)
 
 CEPHES_X = torch.cat([randn(24, scale=6.0, seed=3), SPECIAL,
                       torch.tensor([2.09, -2.09, 2.0, 5.0, 8.0, -8.0, 8.5, 1e-6, -1e-6, 0.3, -0.3, 40.0, -40.0,
                                     -90.0, 103.0, 104.0, 150.0, -150.0])])
+
 
 # float32 tolerances (tests/tolerances.py): the same float32 arithmetic as ATen's, but XLA's exp/log
 # are 1 ulp off glibc's for a few percent of inputs (amplified by cancellation near the functions' zeros)
@@ -304,6 +101,184 @@ def _no_bf16(op, *args):
         run_lowering(op, *args)
 
 
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+# x: |x| < 1 (the trigonometric forms past n = 4..8), |x| > 1, the special points 0, +-1, 0.5 (the
+# shifted forms' x = 0, 1), inf (NaN x: ATen's result is an uninitialized value for some of them);
+# n: negative, 0, 1, the recurrences and trigonometric forms, OpInfo's fractional n, NaN/inf n
+POLY_X = torch.cat([rand(12, lo=-1.0, hi=1.0, seed=5), randn(12, scale=3.0, seed=6),
+                    torch.tensor([0.0, 1.0, -1.0, 0.5, 1.0, -1.0, 0.0, 2.0, 0.5, float("inf"), -float("inf"), 0.3,
+                                  0.3, 0.3, -0.7])])
+
+
+POLY_N = torch.cat([randint(24, lo=-2, hi=14, dtype=torch.float32, seed=7),
+                    torch.tensor([3.0, 9.0, 10.0, 12.0, 7.0, 7.0, 8.0, 0.0, 1.0, 2.0, 3.0, float("nan"), float("inf"),
+                                  -float("inf"), 3.7])])
+
+
+# the recurrences are ATen's operation for operation (bit-identical in float32); the trigonometric
+# forms of the Chebyshev polynomials differ by XLA's cos/sin/acos rounding, times n
+POLY_TOL = {name: dict(family="chebyshev") if "chebyshev" in name else EXACT for name in POLYNOMIALS}
+
+
+def _scalar_overloads(name):
+    overloads = getattr(aten, "special_" + name)
+    # integer operands, promoted to float32 as on the CPU
+    check_lowering(overloads.x_scalar, 3, randint(10, lo=-1, hi=12, dtype=torch.int64, seed=8), **POLY_TOL[name])
+    check_lowering(overloads.n_scalar, randint(10, lo=-3, hi=4, dtype=torch.int64, seed=9), 7, **POLY_TOL[name])
+    check_lowering(overloads.n_scalar, POLY_X, 12.7, **POLY_TOL[name])
+
+
+ZETA_X = torch.cat([rand(20, lo=1.0, hi=12.0, seed=14), randint(10, lo=1, hi=8, dtype=torch.float32, seed=15),
+                    torch.tensor([1.0, 0.5, 2.0, 3.0, 2.0, 2.0, 2.5, float("nan"), 2.0, float("inf"), 4.0])])
+
+
+ZETA_Q = torch.cat([randn(20, scale=6.0, seed=16), randn(10, scale=9.0, seed=17),
+                    torch.tensor([2.0, 1.0, -1.0, -2.5, 0.0, -0.0, -2.5, 1.0, float("nan"), 1.0, 1e6])])
+
+
+IGAMMA_A = torch.cat([rand(20, lo=0.0, hi=30.0, seed=18), rand(10, lo=0.0, hi=300.0, seed=19),
+                      torch.tensor([0.0, 0.0, 0.0, 1.0, float("inf"), float("inf"), 2.0, -1.0, 1.0, float("nan"), 1.0,
+                                    1e-3, 250.0])])
+
+
+IGAMMA_X = torch.cat([rand(20, lo=0.0, hi=30.0, seed=20), rand(10, lo=0.0, hi=300.0, seed=21),
+                      torch.tensor([0.0, 1.0, -1.0, 0.0, 1.0, float("inf"), float("inf"), 1.0, -1.0, 1.0,
+                                    float("nan"), 1e-3, 251.0])])
+
+
+CEPHES_DEVICE = [(f"aten.{name}.default", fn, (CEPHES_X,), dict(family=family))
+                 for name, (fn, family) in UNARY_CEPHES.items()]
+
+
+CEPHES_DEVICE += [(f"aten.special_{name}.default", getattr(torch.special, name), (POLY_X[:24], POLY_N[:24]),
+                   POLY_TOL[name]) for name in POLYNOMIALS]
+
+
+CEPHES_DEVICE += [
+    ("aten.special_zeta.default", torch.special.zeta, (ZETA_X, ZETA_Q), dict(family="zeta")),
+    ("aten.igamma.default", torch.igamma, (IGAMMA_A, IGAMMA_X), dict(family="igamma")),
+    ("aten.igammac.default", torch.igammac, (IGAMMA_A, IGAMMA_X), dict(family="igamma")),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# unary float ops
+
+UNARY = {
+    "erfc": (aten.erfc.default, torch.cat([randn(30, scale=3.0), SPECIAL]), None),
+    "special_erfcx": (aten.special_erfcx.default,
+                      torch.cat([randn(30, scale=5.0), torch.tensor([-9.0, 8.0, 20.0, 30.0, 1e5]), SPECIAL]),
+                      "special_erfcx"),
+    "special_i0e": (aten.special_i0e.default, torch.cat([randn(30, scale=10.0), SPECIAL]), None),
+    "special_i1": (aten.special_i1.default, torch.cat([randn(30, scale=10.0), SPECIAL]), "special_i1"),
+    "special_i1e": (aten.special_i1e.default, torch.cat([randn(30, scale=10.0), SPECIAL]), None),
+    "special_ndtri": (aten.special_ndtri.default,
+                      torch.cat([rand(30), torch.tensor([0.0, 1.0, -0.5, 1.5, 1e-30, 1 - 1e-7]), SPECIAL]),
+                      None),
+    "special_log_ndtr": (aten.special_log_ndtr.default, torch.cat([randn(30, scale=10.0), SPECIAL]),
+                         None),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name):
+    op, x, family = UNARY[name]
+    check_float(op, x, family=family)
+
+
+def test_unary_int_inputs():
+    for op in (aten.erfc.default, aten.special_i0e.default):
+        check_lowering(op, randint(8))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5])
+def test_polygamma(n):
+    # ATen's algorithms (digamma's reflection in float64, trigamma, Hurwitz zeta accumulated in
+    # float64): float32 agrees to a few ulps
+    check_lowering(aten.polygamma.default, n, POLYGAMMA_X, family="polygamma")
+    if n <= 2:  # the same code as float32, computed in float32
+        check_lowering(aten.polygamma.default, n, POLYGAMMA_X.to(BF))
+
+
+def test_polygamma_int_input():
+    check_lowering(aten.polygamma.default, 2, randint(12, lo=-3, hi=9, dtype=torch.int64), family="polygamma")
+
+
+# ---------------------------------------------------------------------------------------------
+# binary float ops
+
+
+def test_xlogy_xlog1py_scalars():
+    x = torch.cat([rand(10, lo=-0.5, hi=3.0), torch.tensor([0.0, float("nan"), -1.0, float("inf")])])
+    y = torch.cat([rand(10, lo=0.0, hi=3.0, seed=1), torch.tensor([float("nan"), 0.0, 0.0, 2.0])])
+    check_float(aten.special_xlog1py.default, x, y)
+    for s in (0.0, 2.0, float("nan")):
+        check_float(aten.xlogy.Scalar_Other, x, s)
+        check_float(aten.xlogy.Scalar_Self, s, y)
+        check_float(aten.special_xlog1py.other_scalar, x, s)
+        check_float(aten.special_xlog1py.self_scalar, s, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])
+def test_lgamma_digamma_i0(dtype):
+    x = torch.cat([torch.linspace(-9.5, 12, 80), torch.tensor([0.0, -0.0, -1.0, -3.0, 1e-30, 50.0, 100.0, -INF, INF, NAN])])
+    if dtype == torch.int32:
+        x = torch.arange(-4, 30)
+    x = x.to(dtype)
+    chk(aten.lgamma.default, x)
+    chk(aten.digamma.default, x)
+    chk(aten.i0.default, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# on the device: the user-level call runs on neuron, no CPU fallback
+
+DEVICE = [
+    ("aten.erfc.default", torch.erfc, (randn(16, scale=2.0),), None),
+    ("aten.special_erfcx.default", torch.special.erfcx, (randn(16, scale=4.0),), "special_erfcx"),
+    ("aten.special_i0e.default", torch.special.i0e, (randn(16, scale=5.0),), None),
+    ("aten.special_i1.default", torch.special.i1, (randn(16, scale=5.0),), "special_i1"),
+    ("aten.special_i1e.default", torch.special.i1e, (randn(16, scale=5.0),), None),
+    ("aten.special_ndtri.default", torch.special.ndtri, (rand(16, lo=0.01, hi=0.99),), None),
+    ("aten.special_log_ndtr.default", torch.special.log_ndtr, (randn(16, scale=5.0),), None),
+    ("aten.polygamma.default", lambda x: torch.polygamma(2, x), (rand(16, lo=-9.0, hi=9.0),), "polygamma"),
+    ("aten.special_xlog1py.default", torch.special.xlog1py, (rand(16), rand(16, seed=1)), None),
+    ("aten.xlogy.Scalar_Self", lambda y: torch.xlogy(2.0, y), (rand(16),), None),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF])
+@pytest.mark.parametrize("name,fn,args,family", DEVICE, ids=[d[0] for d in DEVICE])
+def test_device_float(name, fn, args, family, dtype):
+    args = tuple(a.to(dtype) for a in args)
+    if dtype == BF and name in NO_LOW_PRECISION_NAMES:
+        # the CPU has no bfloat16 kernel: the device refuses it the same way
+        with pytest.raises(NotImplementedError):
+            fn(*args)
+        with pytest.raises(NotImplementedError):
+            fn(*(a.to("neuron") for a in args))
+        return
+    check_device(fn, *args, must_run=[name], family=family)  # (bfloat16: torch's defaults)
+
+
+def test_special_functions_device():
+    x = torch.linspace(-7, 9, 50)
+    dev(lambda t: torch.lgamma(t), x, must_run="aten.lgamma.default")
+    dev(lambda t: torch.digamma(t), x, must_run="aten.digamma.default")
+    dev(lambda t: torch.i0(t), x.to(torch.bfloat16), must_run="aten.i0.default")
+    dev(lambda t: torch.special.i0(t), x, must_run="aten.i0.default")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cephes special functions, polynomials, zeta, incomplete gamma: the CPU has float32/float64 kernels
+# only (integers promote to the default dtype; float16/bfloat16 raise NotImplementedError)
+
+
 @pytest.mark.parametrize("name", list(UNARY_CEPHES))
 def test_cephes_unary(name):
     op = getattr(aten, name).default
@@ -324,39 +299,11 @@ def test_cephes_unary_float64(name):
     check_lowering(getattr(aten, name).default, x, family="cephes_float64")
 
 
-POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
-               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
-               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
-# x: |x| < 1 (the trigonometric forms past n = 4..8), |x| > 1, the special points 0, +-1, 0.5 (the
-# shifted forms' x = 0, 1), inf (NaN x: ATen's result is an uninitialized value for some of them);
-# n: negative, 0, 1, the recurrences and trigonometric forms, OpInfo's fractional n, NaN/inf n
-POLY_X = torch.cat([rand(12, lo=-1.0, hi=1.0, seed=5), randn(12, scale=3.0, seed=6),
-                    torch.tensor([0.0, 1.0, -1.0, 0.5, 1.0, -1.0, 0.0, 2.0, 0.5, float("inf"), -float("inf"), 0.3,
-                                  0.3, 0.3, -0.7])])
-POLY_N = torch.cat([randint(24, lo=-2, hi=14, dtype=torch.float32, seed=7),
-                    torch.tensor([3.0, 9.0, 10.0, 12.0, 7.0, 7.0, 8.0, 0.0, 1.0, 2.0, 3.0, float("nan"), float("inf"),
-                                  -float("inf"), 3.7])])
-
-
-# the recurrences are ATen's operation for operation (bit-identical in float32); the trigonometric
-# forms of the Chebyshev polynomials differ by XLA's cos/sin/acos rounding, times n
-POLY_TOL = {name: dict(family="chebyshev") if "chebyshev" in name else EXACT for name in POLYNOMIALS}
-
-
 @pytest.mark.parametrize("name", POLYNOMIALS)
 def test_polynomials(name):
     op = getattr(aten, "special_" + name).default
     check_lowering(op, POLY_X, POLY_N, **POLY_TOL[name])
     _no_bf16(op, POLY_X.to(BF), POLY_N.to(BF))
-
-
-def _scalar_overloads(name):
-    overloads = getattr(aten, "special_" + name)
-    # integer operands, promoted to float32 as on the CPU
-    check_lowering(overloads.x_scalar, 3, randint(10, lo=-1, hi=12, dtype=torch.int64, seed=8), **POLY_TOL[name])
-    check_lowering(overloads.n_scalar, randint(10, lo=-3, hi=4, dtype=torch.int64, seed=9), 7, **POLY_TOL[name])
-    check_lowering(overloads.n_scalar, POLY_X, 12.7, **POLY_TOL[name])
 
 
 def test_polynomial_scalar_overloads():
@@ -381,12 +328,6 @@ def test_polynomials_large_n(name):
         check_lowering(overloads.n_scalar, x.double(), n, family="polynomials_large_n")
 
 
-ZETA_X = torch.cat([rand(20, lo=1.0, hi=12.0, seed=14), randint(10, lo=1, hi=8, dtype=torch.float32, seed=15),
-                    torch.tensor([1.0, 0.5, 2.0, 3.0, 2.0, 2.0, 2.5, float("nan"), 2.0, float("inf"), 4.0])])
-ZETA_Q = torch.cat([randn(20, scale=6.0, seed=16), randn(10, scale=9.0, seed=17),
-                    torch.tensor([2.0, 1.0, -1.0, -2.5, 0.0, -0.0, -2.5, 1.0, float("nan"), 1.0, 1e6])])
-
-
 def test_zeta():
     check_lowering(aten.special_zeta.default, ZETA_X, ZETA_Q, family="zeta")
     check_lowering(aten.special_zeta.other_scalar, ZETA_X, 2.5, family="zeta")
@@ -400,14 +341,6 @@ def test_zeta_float64():
     check_lowering(aten.polygamma.default, 3, POLYGAMMA_X.double(), family="polygamma")
 
 
-IGAMMA_A = torch.cat([rand(20, lo=0.0, hi=30.0, seed=18), rand(10, lo=0.0, hi=300.0, seed=19),
-                      torch.tensor([0.0, 0.0, 0.0, 1.0, float("inf"), float("inf"), 2.0, -1.0, 1.0, float("nan"), 1.0,
-                                    1e-3, 250.0])])
-IGAMMA_X = torch.cat([rand(20, lo=0.0, hi=30.0, seed=20), rand(10, lo=0.0, hi=300.0, seed=21),
-                      torch.tensor([0.0, 1.0, -1.0, 0.0, 1.0, float("inf"), float("inf"), 1.0, -1.0, 1.0,
-                                    float("nan"), 1e-3, 251.0])])
-
-
 @pytest.mark.parametrize("op", [aten.igamma.default, aten.igammac.default], ids=["igamma", "igammac"])
 def test_igamma(op):
     check_lowering(op, IGAMMA_A, IGAMMA_X, family="igamma")
@@ -417,19 +350,6 @@ def test_igamma(op):
         op(a, a)
     with pytest.raises(NotImplementedError, match=f'"{str(op).split(".")[1]}_cpu" not implemented for \'Long\''):
         run_lowering(op, a, a)
-
-
-# on the device
-
-CEPHES_DEVICE = [(f"aten.{name}.default", fn, (CEPHES_X,), dict(family=family))
-                 for name, (fn, family) in UNARY_CEPHES.items()]
-CEPHES_DEVICE += [(f"aten.special_{name}.default", getattr(torch.special, name), (POLY_X[:24], POLY_N[:24]),
-                   POLY_TOL[name]) for name in POLYNOMIALS]
-CEPHES_DEVICE += [
-    ("aten.special_zeta.default", torch.special.zeta, (ZETA_X, ZETA_Q), dict(family="zeta")),
-    ("aten.igamma.default", torch.igamma, (IGAMMA_A, IGAMMA_X), dict(family="igamma")),
-    ("aten.igammac.default", torch.igammac, (IGAMMA_A, IGAMMA_X), dict(family="igamma")),
-]
 
 
 @pytest.mark.parametrize("name,fn,args,tol", CEPHES_DEVICE, ids=[d[0] for d in CEPHES_DEVICE])

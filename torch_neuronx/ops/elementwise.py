@@ -1,136 +1,31 @@
 """Elementwise ops: arithmetic, math functions, activations and their backward ops, comparisons,
-bitwise/logical ops, selection, and dtype conversion (`_to_copy`).
+bitwise/logical ops and shifts, gcd/lcm, selection, and dtype conversion (`_to_copy`); among the
+math functions angle, polar, frexp, nextafter, logaddexp(2), sinc, heaviside, deg2rad/rad2deg.
 
-PyTorch CPU semantics: the result dtype follows PyTorch's type promotion (`result_dtype`: dimensioned
-tensors > 0-d tensors > Scalars, by category), float16/bfloat16 math runs in float32 and rounds once
-(`_compute`), integer division/remainder follow C/Python rules as ATen does.
+PyTorch CPU semantics: the result dtype follows PyTorch's type promotion (promotion.py's
+`result_dtype`: dimensioned tensors > 0-d tensors > Scalars, by category), float16/bfloat16 math runs
+in float32 and rounds once (`compute_dtype`), integer division/remainder follow C/Python rules as
+ATen does. `unary_float`/`binary_float` (float-valued ops over promoted operands) and `float_pow`
+(pow with C semantics for negative bases) are used by other families too.
+- Shifts: a count < 0 or >= the bit width gives 0 (left) or the sign fill (right), as ATen does.
+- `gcd` is ATen's Euclid on |a|, |b| (so gcd(INT_MIN, 6) = -2 like the CPU); lcm = |a / gcd * b|.
+
+Not lowered: `equal` (returns a Python bool).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import torch
 
-from ..runtime.lazy_jax import jax, jnp, lax
-from .dtypes import cast, is_low_precision, to_numpy_dtype
+from ..runtime.lazy_jax import jnp, lax
+from .dtypes import cast, to_numpy_dtype
 from ._registry import aten, lower
-
-# ---------------------------------------------------------------------------------------------
-# dtype helpers (shared with factory.py / random.py)
-# ---------------------------------------------------------------------------------------------
+from .promotion import category, compute_dtype, float_dtype, is_float, is_floatlike, is_int, result_dtype
 
 _BOOL = np.dtype(np.bool_)
 _F32 = np.dtype(np.float32)
-
-
-def _category(dt) -> int:
-    """0 bool, 1 integer, 2 floating, 3 complex (PyTorch's promotion categories)."""
-    dt = np.dtype(dt)
-    if dt == _BOOL:
-        return 0
-    if jnp.issubdtype(dt, jnp.integer):
-        return 1
-    if jnp.issubdtype(dt, jnp.complexfloating):
-        return 3
-    return 2
-
-
-def _is_float(dt) -> bool:
-    return _category(dt) == 2
-
-
-def _is_floatlike(dt) -> bool:
-    return _category(dt) >= 2
-
-
-def _is_int(dt) -> bool:
-    return _category(dt) == 1
-
-
-def default_float():
-    return to_numpy_dtype(torch.get_default_dtype())
-
-
-def _default_complex():
-    return np.dtype(np.complex128) if default_float() == np.float64 else np.dtype(np.complex64)
-
-
-def _wrapped_dtype(cat: int):
-    """The dtype a Python Scalar of this category takes part in promotion with."""
-    return (_BOOL, np.dtype(np.int64), default_float(), _default_complex())[cat]
-
-
-def _is_weak(x) -> bool:
-    try:
-        return bool(jax.typeof(x).weak_type)
-    except Exception:  # noqa: BLE001 - not a jax value
-        return False
-
-
-def _promote(a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return np.dtype(jnp.promote_types(a, b))
-
-
-def _combine(higher, lower):
-    # c10's combine_categories: a lower-priority group only matters when it is of a higher category.
-    if higher is None:
-        return lower
-    if lower is None:
-        return higher
-    if _category(higher) == 3:
-        return higher
-    if _category(lower) == 3:
-        if _category(higher) == 2:
-            return np.dtype(jnp.promote_types(higher, np.complex64))
-        return lower
-    if _category(higher) == 2:
-        return higher
-    if higher == _BOOL or _category(lower) == 2:
-        return _promote(higher, lower)
-    return higher
-
-
-def result_dtype(*xs):
-    """PyTorch's `result_type` over tensors (jax arrays), Scalars (weak 0-d jax values) and Python numbers."""
-    dim = zero = wrapped = None
-    for x in xs:
-        if x is None:
-            continue
-        if isinstance(x, (bool, np.bool_)):
-            wrapped = _promote(wrapped, _BOOL)
-        elif isinstance(x, (int, np.integer)):
-            wrapped = _promote(wrapped, np.dtype(np.int64))
-        elif isinstance(x, (float, np.floating)):
-            wrapped = _promote(wrapped, default_float())
-        elif isinstance(x, complex):
-            wrapped = _promote(wrapped, _default_complex())
-        else:
-            dt = np.dtype(x.dtype)
-            if _is_weak(x):
-                wrapped = _promote(wrapped, _wrapped_dtype(_category(dt)))
-            elif jnp.ndim(x) == 0:
-                zero = _promote(zero, dt)
-            else:
-                dim = _promote(dim, dt)
-    return _combine(dim, _combine(zero, wrapped))
-
-
-def _compute(dt):
-    """The dtype PyTorch's CPU kernels compute `dt` in (float16/bfloat16 -> float32)."""
-    dt = np.dtype(dt)
-    if is_low_precision(dt) or (_is_float(dt) and dt.itemsize == 1):
-        return _F32
-    return dt
-
-
-def _float_dtype(dt):
-    """Result dtype of a float-only op (sin, div, ...): integers/bools go to the default dtype."""
-    return np.dtype(dt) if _is_floatlike(dt) else default_float()
+_F64 = np.dtype(np.float64)
 
 
 def _args(*xs, dt=None, compute=True, rounded=False):
@@ -142,7 +37,7 @@ def _args(*xs, dt=None, compute=True, rounded=False):
     (mul, div) do not round it."""
     if dt is None:
         dt = result_dtype(*xs)
-    cd = _compute(dt) if compute else dt
+    cd = compute_dtype(dt) if compute else dt
     if rounded and cd != dt:
         return (*(None if x is None else cast(cast(x, dt), cd) for x in xs), dt)
     return (*(None if x is None else cast(x, cd) for x in xs), dt)
@@ -152,19 +47,22 @@ def _out(y, dt):
     return cast(y, dt)
 
 
-def _unary_float(fn):
+def unary_float(fn):
     """A float-valued unary op: integer/bool inputs go to the default dtype, bf16/f16 compute in f32."""
 
     def lowering(self):
-        dt = _float_dtype(self.dtype)
-        return _out(fn(cast(self, _compute(dt))), dt)
+        dt = float_dtype(self.dtype)
+        return _out(fn(cast(self, compute_dtype(dt))), dt)
 
     return lowering
 
 
-def _binary_float(fn, rounded=True):
+def binary_float(fn, rounded=True):
+    """A float-valued binary op: the operands' promoted dtype (integers/bools: the default dtype),
+    computed in its compute dtype (rounded: each operand through the result dtype first, see `_args`)."""
+
     def lowering(self, other):
-        dt = _float_dtype(result_dtype(self, other))
+        dt = float_dtype(result_dtype(self, other))
         a, b, _ = _args(self, other, dt=dt, rounded=rounded)
         return _out(fn(a, b), dt)
 
@@ -210,16 +108,16 @@ def _remainder(a, b):
 
 def _div_mode(a, b, rounding_mode, dt):
     if rounding_mode is None:
-        fd = _float_dtype(dt)
+        fd = float_dtype(dt)
         x, y, _ = _args(a, b, dt=fd)
         return _out(x / y, fd)
     x, y, _ = _args(a, b, dt=dt)
     if dt == _BOOL:
         x, y = x.astype(np.int64), y.astype(np.int64)
     if rounding_mode == "trunc":
-        res = lax.div(*jnp.broadcast_arrays(x, y)) if not _is_floatlike(x.dtype) else jnp.trunc(x / y)
+        res = lax.div(*jnp.broadcast_arrays(x, y)) if not is_floatlike(x.dtype) else jnp.trunc(x / y)
     elif rounding_mode == "floor":
-        res = _floor_div_int(x, y) if not _is_floatlike(x.dtype) else _floor_div_float(x, y)
+        res = _floor_div_int(x, y) if not is_floatlike(x.dtype) else _floor_div_float(x, y)
     else:
         raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
     return _out(res, dt)
@@ -250,7 +148,7 @@ def _int_pow(a, b):
     return jnp.where(b < 0, neg_res, acc)
 
 
-def _float_pow(x, y):
+def float_pow(x, y):
     """pow for floats with C semantics for negative bases (XLA backends may compute exp(y*log x))."""
     x, y = jnp.broadcast_arrays(x, y)
     r = lax.pow(jnp.abs(x), y)
@@ -262,7 +160,7 @@ def _float_pow(x, y):
 
 def _pow_static_exponent(x, e):
     """x ** e for a Python-number exponent e; x already in the compute dtype."""
-    if _is_floatlike(x.dtype):
+    if is_floatlike(x.dtype):
         if e == 0:
             return jnp.ones_like(x)
         if e == 1:
@@ -301,16 +199,74 @@ def _pow(a, b, dt):
     x, y, _ = _args(a, b, dt=dt)
     if dt == _BOOL:
         x, y = x.astype(np.int64), y.astype(np.int64)
-    if _is_int(x.dtype):
+    if is_int(x.dtype):
         return _out(_int_pow(x, y), dt)
-    if _category(x.dtype) == 3:
+    if category(x.dtype) == 3:
         return _out(jnp.power(x, y), dt)
-    return _out(_float_pow(x, y), dt)
+    return _out(float_pow(x, y), dt)
+
+
+# ---------------------------------------------------------------------------------------------
+# integer helpers (shifts, gcd) and a float-only check
+# ---------------------------------------------------------------------------------------------
+
+
+def _float_only(name, dt):
+    if not is_float(dt):
+        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
+
+
+def _gcd(a, b):
+    # ATen's calc_gcd: Euclid on |a|, |b| with C remainder (wrapping abs of INT_MIN kept).
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+
+    def cond(state):
+        return jnp.any(state[0] != 0)
+
+    def body(state):
+        a, b = state
+        nz = a != 0
+        safe = jnp.where(nz, a, jnp.ones_like(a))
+        return jnp.where(nz, lax.rem(b, safe), a), jnp.where(nz, a, b)
+
+    return lax.while_loop(cond, body, (a, b))[1]
+
+
+def _int_args(name, self, other):
+    dt = result_dtype(self, other)
+    if not np.issubdtype(dt, np.integer):
+        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
+    return cast(self, dt), cast(other, dt), dt
+
+
+def _shift(left):
+    def lowering(self, other):
+        a, b, dt = _int_args("lshift_cpu" if left else "rshift_cpu", self, other)
+        a, b = jnp.broadcast_arrays(a, b)
+        bits = np.dtype(dt).itemsize * 8
+        signed = np.dtype(dt).kind == "i"
+        bad = (b >= bits) | (b < 0) if signed else b >= bits
+        sb = jnp.where(bad, jnp.zeros_like(b), b)
+        if left:
+            return jnp.where(bad, jnp.zeros_like(a), lax.shift_left(a, sb))
+        fill = lax.shift_right_arithmetic(a, jnp.full_like(a, bits - 1)) if signed else jnp.zeros_like(a)
+        return jnp.where(bad, fill, lax.shift_right_arithmetic(a, sb) if signed else lax.shift_right_logical(a, sb))
+
+    return lowering
 
 
 # =============================================================================================
 # lowerings, alphabetical by op name
 # =============================================================================================
+
+
+# __lshift__.Scalar(Tensor self, Scalar other) -> Tensor
+# __lshift__.Tensor(Tensor self, Tensor other) -> Tensor
+lower(aten.__lshift__.Scalar, aten.__lshift__.Tensor)(_shift(True))
+
+# __rshift__.Scalar(Tensor self, Scalar other) -> Tensor
+# __rshift__.Tensor(Tensor self, Tensor other) -> Tensor
+lower(aten.__rshift__.Scalar, aten.__rshift__.Tensor)(_shift(False))
 
 
 # _to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
@@ -330,9 +286,9 @@ def abs_(self):
 
 
 # acos(Tensor self) -> Tensor
-lower(aten.acos.default)(_unary_float(jnp.arccos))
+lower(aten.acos.default)(unary_float(jnp.arccos))
 # acosh(Tensor self) -> Tensor
-lower(aten.acosh.default)(_unary_float(jnp.arccosh))
+lower(aten.acosh.default)(unary_float(jnp.arccosh))
 
 
 # add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -367,16 +323,27 @@ def addcmul(self, tensor1, tensor2, value):
     return _out(s + cast(value, s.dtype) * t1 * t2, dt)
 
 
+# angle(Tensor self) -> Tensor
+@lower(aten.angle.default)
+def angle(self):
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):
+        return jnp.angle(self)
+    dt = float_dtype(self.dtype)
+    x = cast(self, compute_dtype(dt))
+    r = jnp.where(x < 0, np.asarray(math.pi, x.dtype), jnp.zeros_like(x))
+    return _out(jnp.where(jnp.isnan(x), x, r), dt)
+
+
 # asin(Tensor self) -> Tensor
-lower(aten.asin.default)(_unary_float(jnp.arcsin))
+lower(aten.asin.default)(unary_float(jnp.arcsin))
 # asinh(Tensor self) -> Tensor
-lower(aten.asinh.default)(_unary_float(jnp.arcsinh))
+lower(aten.asinh.default)(unary_float(jnp.arcsinh))
 # atan(Tensor self) -> Tensor
-lower(aten.atan.default)(_unary_float(jnp.arctan))
+lower(aten.atan.default)(unary_float(jnp.arctan))
 # atan2(Tensor self, Tensor other) -> Tensor
-lower(aten.atan2.default)(_binary_float(jnp.arctan2))
+lower(aten.atan2.default)(binary_float(jnp.arctan2))
 # atanh(Tensor self) -> Tensor
-lower(aten.atanh.default)(_unary_float(jnp.arctanh))
+lower(aten.atanh.default)(unary_float(jnp.arctanh))
 
 
 def _bitwise(fn):
@@ -392,6 +359,17 @@ def _bitwise(fn):
 lower(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(_bitwise(jnp.bitwise_and))
 
 
+# bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar)(_shift(True))
+
+
+# bitwise_left_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
+@lower(aten.bitwise_left_shift.Scalar_Tensor)
+def bitwise_left_shift_scalar_tensor(self, other):
+    return _shift(True)(self, other)
+
+
 # bitwise_not(Tensor self) -> Tensor
 @lower(aten.bitwise_not.default)
 def bitwise_not(self):
@@ -401,6 +379,19 @@ def bitwise_not(self):
 # bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
 # bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
 lower(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(_bitwise(jnp.bitwise_or))
+
+
+# bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
+# bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+lower(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar)(_shift(False))
+
+
+# bitwise_right_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
+@lower(aten.bitwise_right_shift.Scalar_Tensor)
+def bitwise_right_shift_scalar_tensor(self, other):
+    return _shift(False)(self, other)
+
+
 # bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
 # bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
 lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.bitwise_xor))
@@ -408,7 +399,7 @@ lower(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.bitwise_xor
 
 def _rounding(fn):
     def lowering(self):
-        if not _is_floatlike(self.dtype):
+        if not is_floatlike(self.dtype):
             return self
         return fn(self)
 
@@ -455,11 +446,15 @@ def clone(self, memory_format):
 
 # copysign.Tensor(Tensor self, Tensor other) -> Tensor
 # copysign.Scalar(Tensor self, Scalar other) -> Tensor
-lower(aten.copysign.Tensor, aten.copysign.Scalar)(_binary_float(jnp.copysign))
+lower(aten.copysign.Tensor, aten.copysign.Scalar)(binary_float(jnp.copysign))
 # cos(Tensor self) -> Tensor
-lower(aten.cos.default)(_unary_float(jnp.cos))
+lower(aten.cos.default)(unary_float(jnp.cos))
 # cosh(Tensor self) -> Tensor
-lower(aten.cosh.default)(_unary_float(jnp.cosh))
+lower(aten.cosh.default)(unary_float(jnp.cosh))
+
+
+# deg2rad(Tensor self) -> Tensor
+lower(aten.deg2rad.default)(unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
 
 
 # div.Tensor(Tensor self, Tensor other) -> Tensor
@@ -480,7 +475,7 @@ def div_mode(self, other, rounding_mode):
 @lower(aten.elu.default)
 def elu(self, alpha, scale, input_scale):
     dt = self.dtype
-    x = cast(self, _compute(dt))
+    x = cast(self, compute_dtype(dt))
     negcoef = cast(alpha, x.dtype) * cast(scale, x.dtype)
     neg = jnp.expm1(x * cast(input_scale, x.dtype)) * negcoef
     return _out(jnp.where(x <= 0, neg, x * cast(scale, x.dtype)), dt)
@@ -512,15 +507,15 @@ def _compare(fn):
 # eq.Scalar(Tensor self, Scalar other) -> Tensor
 lower(aten.eq.Tensor, aten.eq.Scalar)(_compare(jnp.equal))
 # erf(Tensor self) -> Tensor
-lower(aten.erf.default)(_unary_float(lax.erf))
+lower(aten.erf.default)(unary_float(lax.erf))
 # erfinv(Tensor self) -> Tensor
-lower(aten.erfinv.default)(_unary_float(lax.erf_inv))
+lower(aten.erfinv.default)(unary_float(lax.erf_inv))
 # exp(Tensor self) -> Tensor
-lower(aten.exp.default)(_unary_float(jnp.exp))
+lower(aten.exp.default)(unary_float(jnp.exp))
 # exp2(Tensor self) -> Tensor
-lower(aten.exp2.default)(_unary_float(jnp.exp2))
+lower(aten.exp2.default)(unary_float(jnp.exp2))
 # expm1(Tensor self) -> Tensor
-lower(aten.expm1.default)(_unary_float(jnp.expm1))
+lower(aten.expm1.default)(unary_float(jnp.expm1))
 # floor(Tensor self) -> Tensor
 lower(aten.floor.default)(_rounding(jnp.floor))
 
@@ -536,14 +531,14 @@ def floor_divide(self, other):
 @lower(aten.fmax.default)
 def fmax(self, other):
     a, b, dt = _args(self, other, compute=False)
-    return jnp.fmax(a, b) if _is_floatlike(dt) else jnp.maximum(a, b)
+    return jnp.fmax(a, b) if is_floatlike(dt) else jnp.maximum(a, b)
 
 
 # fmin(Tensor self, Tensor other) -> Tensor
 @lower(aten.fmin.default)
 def fmin(self, other):
     a, b, dt = _args(self, other, compute=False)
-    return jnp.fmin(a, b) if _is_floatlike(dt) else jnp.minimum(a, b)
+    return jnp.fmin(a, b) if is_floatlike(dt) else jnp.minimum(a, b)
 
 
 # fmod.Tensor(Tensor self, Tensor other) -> Tensor
@@ -557,8 +552,33 @@ def fmod(self, other):
 # frac(Tensor self) -> Tensor
 @lower(aten.frac.default)
 def frac(self):
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     return _out(x - jnp.trunc(x), self.dtype)
+
+
+# frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
+@lower(aten.frexp.Tensor)
+def frexp(self):
+    _float_only("frexp", self.dtype)
+    x = cast(self, compute_dtype(self.dtype))
+    m, e = jnp.frexp(x)
+    # subnormals (XLA flushes them): the mantissa field as an exact integer, scaled by 2^-(bias+frac)
+    info = np.finfo(x.dtype)
+    ity = jnp.int32 if info.bits == 32 else jnp.int64
+    bits = lax.bitcast_convert_type(x, ity)
+    field = (bits & ((1 << info.nmant) - 1)).astype(x.dtype)
+    sm, se = jnp.frexp(field)
+    sub = (jnp.abs(bits & ~(np.asarray(1, ity) << (info.bits - 1))) < (1 << info.nmant)) & (field != 0)
+    m = jnp.where(sub, jnp.where(bits < 0, -sm, sm), m)
+    e = jnp.where(sub, se + (info.minexp - info.nmant), e)
+    return cast(m, self.dtype), e.astype(jnp.int32)
+
+
+# gcd(Tensor self, Tensor other) -> Tensor
+@lower(aten.gcd.default)
+def gcd(self, other):
+    a, b, dt = _int_args("gcd_cpu", self, other)
+    return _gcd(a, b)
 
 
 # ge.Tensor(Tensor self, Tensor other) -> Tensor
@@ -575,7 +595,7 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)  # M_2_SQRTPI * M_SQRT1_2 * 0.5
 @lower(aten.gelu.default)
 def gelu(self, approximate):
     dt = self.dtype
-    x = cast(self, _compute(dt))
+    x = cast(self, compute_dtype(dt))
     if approximate == "tanh":
         inner = _GELU_BETA * (x + _GELU_KAPPA * (x * x * x))
         y = 0.5 * x * (1 + jnp.tanh(inner))
@@ -613,7 +633,7 @@ lower(aten.gt.Tensor, aten.gt.Scalar)(_compare(jnp.greater))
 # hardsigmoid(Tensor self) -> Tensor
 @lower(aten.hardsigmoid.default)
 def hardsigmoid(self):
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     return _out(jnp.minimum(jnp.maximum(x + 3, 0), 6) / 6, self.dtype)
 
 
@@ -627,7 +647,7 @@ def hardsigmoid_backward(grad_output, self):
 # hardswish(Tensor self) -> Tensor
 @lower(aten.hardswish.default)
 def hardswish(self):
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     return _out(x * jnp.minimum(jnp.maximum(x + 3, 0), 6) / 6, self.dtype)
 
 
@@ -653,14 +673,24 @@ def hardtanh_backward(grad_output, self, min_val, max_val):
     return jnp.where((x <= lo) | (x >= hi), jnp.zeros_like(g), g)
 
 
+# heaviside(Tensor self, Tensor values) -> Tensor
+@lower(aten.heaviside.default)
+def heaviside(self, values):
+    dt = result_dtype(self, values)
+    if np.dtype(self.dtype) != np.dtype(values.dtype):
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    x, v = cast(self, dt), cast(values, dt)
+    return jnp.where(x == 0, v, cast(x > 0, dt))
+
+
 # hypot(Tensor self, Tensor other) -> Tensor
-lower(aten.hypot.default)(_binary_float(jnp.hypot))
+lower(aten.hypot.default)(binary_float(jnp.hypot))
 
 
 # isinf(Tensor self) -> Tensor
 @lower(aten.isinf.default)
 def isinf(self):
-    if not _is_floatlike(self.dtype):
+    if not is_floatlike(self.dtype):
         return jnp.zeros(self.shape, _BOOL)
     return jnp.isinf(self)
 
@@ -668,7 +698,7 @@ def isinf(self):
 # isnan(Tensor self) -> Tensor
 @lower(aten.isnan.default)
 def isnan(self):
-    if not _is_floatlike(self.dtype):
+    if not is_floatlike(self.dtype):
         return jnp.zeros(self.shape, _BOOL)
     return jnp.isnan(self)
 
@@ -676,7 +706,7 @@ def isnan(self):
 # isneginf(Tensor self) -> Tensor
 @lower(aten.isneginf.default)
 def isneginf(self):
-    if not _is_float(self.dtype):
+    if not is_float(self.dtype):
         return jnp.zeros(self.shape, _BOOL)
     return self == -jnp.inf
 
@@ -684,9 +714,19 @@ def isneginf(self):
 # isposinf(Tensor self) -> Tensor
 @lower(aten.isposinf.default)
 def isposinf(self):
-    if not _is_float(self.dtype):
+    if not is_float(self.dtype):
         return jnp.zeros(self.shape, _BOOL)
     return self == jnp.inf
+
+
+# lcm(Tensor self, Tensor other) -> Tensor
+@lower(aten.lcm.default)
+def lcm(self, other):
+    a, b, dt = _int_args("lcm_cpu", self, other)
+    a, b = jnp.broadcast_arrays(a, b)
+    g = _gcd(a, b)
+    safe = jnp.where(g == 0, jnp.ones_like(g), g)
+    return jnp.where(g == 0, jnp.zeros_like(g), jnp.abs(lax.div(a, safe) * b))
 
 
 # le.Tensor(Tensor self, Tensor other) -> Tensor
@@ -697,7 +737,7 @@ lower(aten.le.Tensor, aten.le.Scalar)(_compare(jnp.less_equal))
 # leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
 @lower(aten.leaky_relu.default)
 def leaky_relu(self, negative_slope):
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     return _out(jnp.where(x > 0, x, x * cast(negative_slope, x.dtype)), self.dtype)
 
 
@@ -725,13 +765,31 @@ def lift_fresh_copy(self):
 
 
 # log(Tensor self) -> Tensor
-lower(aten.log.default)(_unary_float(jnp.log))
+lower(aten.log.default)(unary_float(jnp.log))
 # log10(Tensor self) -> Tensor
-lower(aten.log10.default)(_unary_float(jnp.log10))
+lower(aten.log10.default)(unary_float(jnp.log10))
 # log1p(Tensor self) -> Tensor
-lower(aten.log1p.default)(_unary_float(jnp.log1p))
+lower(aten.log1p.default)(unary_float(jnp.log1p))
 # log2(Tensor self) -> Tensor
-lower(aten.log2.default)(_unary_float(jnp.log2))
+lower(aten.log2.default)(unary_float(jnp.log2))
+
+
+# logaddexp(Tensor self, Tensor other) -> Tensor
+@lower(aten.logaddexp.default)
+@binary_float
+def logaddexp(a, b):
+    m = jnp.maximum(a, b)
+    r = m + jnp.log1p(jnp.exp(-jnp.abs(a - b)))
+    return jnp.where(jnp.isinf(a) & (a == b), a, r)
+
+
+# logaddexp2(Tensor self, Tensor other) -> Tensor
+@lower(aten.logaddexp2.default)
+@binary_float
+def logaddexp2(a, b):
+    m = jnp.maximum(a, b)
+    r = m + jnp.log1p(jnp.exp2(-jnp.abs(a - b))) * np.asarray(1 / math.log(2), a.dtype)
+    return jnp.where(jnp.isinf(a) & (a == b), a, r)
 
 
 # logical_and(Tensor self, Tensor other) -> Tensor
@@ -761,8 +819,8 @@ def logical_xor(self, other):
 # logit(Tensor self, float? eps=None) -> Tensor
 @lower(aten.logit.default)
 def logit(self, eps):
-    dt = _float_dtype(self.dtype)
-    x = cast(self, _compute(dt))
+    dt = float_dtype(self.dtype)
+    x = cast(self, compute_dtype(dt))
     if eps is not None and eps >= 0:
         lo, hi = eps, 1 - eps
         x = jnp.where(x < lo, lo, jnp.where(x > hi, hi, x)).astype(x.dtype)
@@ -808,7 +866,7 @@ def minimum(self, other):
 # mish(Tensor self) -> Tensor
 @lower(aten.mish.default)
 def mish(self):
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     return _out(x * jnp.tanh(jnp.log1p(jnp.exp(x))), self.dtype)
 
 
@@ -825,7 +883,7 @@ def mul(self, other):
 # nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor
 @lower(aten.nan_to_num.default)
 def nan_to_num(self, nan, posinf, neginf):
-    if not _is_float(self.dtype):
+    if not is_float(self.dtype):
         return self
     fi = jnp.finfo(self.dtype)
     x = self
@@ -846,6 +904,26 @@ def neg(self):
     return -self
 
 
+# nextafter(Tensor self, Tensor other) -> Tensor
+@lower(aten.nextafter.default)
+def nextafter(self, other):
+    dt = result_dtype(self, other)
+    _float_only("nextafter_cpu", dt)
+    a, b = jnp.broadcast_arrays(cast(self, dt), cast(other, dt))
+    return lax.nextafter(a, b)
+
+
+# polar(Tensor abs, Tensor angle) -> Tensor
+@lower(aten.polar.default)
+def polar(abs, angle):
+    dt = np.dtype(abs.dtype)
+    if dt not in (np.dtype(np.float32), _F64) or np.dtype(angle.dtype) != dt:
+        raise TypeError(
+            f"polar: expected abs and angle to be float or double and of the same dtype, got {dt}, {angle.dtype}"
+        )
+    return lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
+
+
 # pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
 @lower(aten.pow.Tensor_Tensor)
 def pow_tensor_tensor(self, exponent):
@@ -863,17 +941,21 @@ def pow_scalar(self, exponent):
 @lower(aten.pow.Tensor_Scalar, static=("exponent",))
 def pow_tensor_scalar(self, exponent):
     dt = result_dtype(self, exponent)
-    if isinstance(exponent, complex) or _category(dt) == 3:
+    if isinstance(exponent, complex) or category(dt) == 3:
         x, e, _ = _args(self, jnp.asarray(exponent), dt=dt)
         return _out(jnp.power(x, e), dt)
-    x = cast(self, _compute(dt) if dt != _BOOL else np.int64)
-    if _is_int(x.dtype) and isinstance(exponent, (bool, float)):
+    x = cast(self, compute_dtype(dt) if dt != _BOOL else np.int64)
+    if is_int(x.dtype) and isinstance(exponent, (bool, float)):
         exponent = int(exponent)
     return _out(_pow_static_exponent(x, exponent), dt)
 
 
+# rad2deg(Tensor self) -> Tensor
+lower(aten.rad2deg.default)(unary_float(lambda x: x * np.asarray(180 / math.pi, x.dtype)))
+
+
 # reciprocal(Tensor self) -> Tensor
-lower(aten.reciprocal.default)(_unary_float(lambda x: 1 / x))
+lower(aten.reciprocal.default)(unary_float(lambda x: 1 / x))
 
 
 # relu(Tensor self) -> Tensor
@@ -897,9 +979,9 @@ lower(aten.round.default)(_rounding(jnp.round))
 # round.decimals(Tensor self, *, int decimals) -> Tensor
 @lower(aten.round.decimals)
 def round_decimals(self, decimals):
-    if not _is_floatlike(self.dtype):
+    if not is_floatlike(self.dtype):
         return self
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     ten_pow = np.asarray(10.0 ** abs(decimals), x.dtype)
     if decimals < 0:
         y = jnp.round(x / ten_pow) * ten_pow
@@ -909,7 +991,7 @@ def round_decimals(self, decimals):
 
 
 # rsqrt(Tensor self) -> Tensor
-lower(aten.rsqrt.default)(_unary_float(lax.rsqrt))
+lower(aten.rsqrt.default)(unary_float(lax.rsqrt))
 
 
 # rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -921,7 +1003,7 @@ def rsub(self, other, alpha):
 
 
 # sigmoid(Tensor self) -> Tensor
-lower(aten.sigmoid.default)(_unary_float(_sigmoid))
+lower(aten.sigmoid.default)(unary_float(_sigmoid))
 
 
 # sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor
@@ -942,7 +1024,7 @@ def sign(self):
 # signbit(Tensor self) -> Tensor
 @lower(aten.signbit.default)
 def signbit(self):
-    if _is_float(self.dtype):
+    if is_float(self.dtype):
         return jnp.signbit(self)
     if self.dtype == _BOOL or np.dtype(self.dtype).kind == "u":
         return jnp.zeros(self.shape, _BOOL)
@@ -950,7 +1032,7 @@ def signbit(self):
 
 
 # silu(Tensor self) -> Tensor
-lower(aten.silu.default)(_unary_float(lambda x: x / (1 + jnp.exp(-x))))
+lower(aten.silu.default)(unary_float(lambda x: x / (1 + jnp.exp(-x))))
 
 
 # silu_backward(Tensor grad_output, Tensor self) -> Tensor
@@ -964,15 +1046,25 @@ def silu_backward(grad_output, self):
 
 
 # sin(Tensor self) -> Tensor
-lower(aten.sin.default)(_unary_float(jnp.sin))
+lower(aten.sin.default)(unary_float(jnp.sin))
+
+
+# sinc(Tensor self) -> Tensor
+@lower(aten.sinc.default)
+@unary_float
+def sinc(x):
+    p = x * np.asarray(math.pi, x.dtype)
+    return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(p) / p)
+
+
 # sinh(Tensor self) -> Tensor
-lower(aten.sinh.default)(_unary_float(jnp.sinh))
+lower(aten.sinh.default)(unary_float(jnp.sinh))
 
 
 # softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
 @lower(aten.softplus.default)
 def softplus(self, beta, threshold):
-    x = cast(self, _compute(self.dtype))
+    x = cast(self, compute_dtype(self.dtype))
     b = cast(beta, x.dtype)
     xb = x * b
     return _out(jnp.where(xb > cast(threshold, x.dtype), x, jnp.log1p(jnp.exp(xb)) / b), self.dtype)
@@ -988,7 +1080,7 @@ def softplus_backward(grad_output, self, beta, threshold):
 
 
 # sqrt(Tensor self) -> Tensor
-lower(aten.sqrt.default)(_unary_float(jnp.sqrt))
+lower(aten.sqrt.default)(unary_float(jnp.sqrt))
 
 
 # sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -1000,9 +1092,9 @@ def sub(self, other, alpha):
 
 
 # tan(Tensor self) -> Tensor
-lower(aten.tan.default)(_unary_float(jnp.tan))
+lower(aten.tan.default)(unary_float(jnp.tan))
 # tanh(Tensor self) -> Tensor
-lower(aten.tanh.default)(_unary_float(jnp.tanh))
+lower(aten.tanh.default)(unary_float(jnp.tanh))
 
 
 # tanh_backward(Tensor grad_output, Tensor output) -> Tensor
@@ -1033,7 +1125,7 @@ def where(condition, self, other):
 # xlogy.Tensor(Tensor self, Tensor other) -> Tensor
 @lower(aten.xlogy.Tensor)
 def xlogy(self, other):
-    dt = _float_dtype(result_dtype(self, other))
+    dt = float_dtype(result_dtype(self, other))
     x, y, _ = _args(self, other, dt=dt)
     r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
     return _out(jnp.where(jnp.isnan(y), jnp.nan, r), dt)

@@ -15,14 +15,15 @@ import math
 import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
-from .dtypes import to_numpy_dtype
+from .dtypes import cast, to_numpy_dtype
 from ._registry import aten, lower
-from .elementwise import _category, _compute, _is_floatlike, cast, default_float, result_dtype
+from .promotion import category, compute_dtype, default_float, is_floatlike, result_dtype
 
 _I32 = np.iinfo(np.int32)
 
 
-def _dtype(dtype, default):
+def requested_dtype(dtype, default):
+    """A `ScalarType? dtype` argument as a numpy dtype, `default` when None."""
     return default if dtype is None else to_numpy_dtype(dtype)
 
 
@@ -48,8 +49,8 @@ def _arange(start, end, step, dtype):
         n = math.ceil((float(end) - float(start)) / float(step))
     if n < 0:
         raise ValueError("arange: upper bound and larger bound inconsistent with step sign")
-    if _is_floatlike(dt):
-        cd = _compute(dt)
+    if is_floatlike(dt):
+        cd = compute_dtype(dt)
         i = lax.iota(cd, n)
         return cast(float(start) + float(step) * i if not (float(start) == 0 and float(step) == 1) else i, dt)
     # integers: ATen computes start + step * i in int64 (Scalars truncated), then converts.
@@ -61,8 +62,10 @@ def _arange(start, end, step, dtype):
     return cast(i * np.asarray(xst, cd) + np.asarray(xs, cd), dt)
 
 
-def _linspace(start, end, steps, dtype):
-    dt = _dtype(dtype, default_float())
+def linspace_values(start, end, steps, dtype):
+    """ATen's linspace: `steps` values from start to end in `dtype` (the default float dtype when
+    None), the first half stepped up from start, the second down from end, as the CPU kernel."""
+    dt = requested_dtype(dtype, default_float())
     if steps < 0:
         raise ValueError("linspace: number of steps must be non-negative")
     if steps == 0:
@@ -71,8 +74,8 @@ def _linspace(start, end, steps, dtype):
         return jnp.reshape(cast(start, dt), (1,))
     idx = lax.iota(np.int32 if steps < 2**31 else np.int64, steps)
     halfway = steps // 2
-    if _is_floatlike(dt):
-        cd = _compute(dt)
+    if is_floatlike(dt):
+        cd = compute_dtype(dt)
         s = cast(cast(jnp.reshape(start, ()), dt), cd)
         e = cast(cast(jnp.reshape(end, ()), dt), cd)
         step = (e - s) / (steps - 1)
@@ -95,7 +98,7 @@ def _full(size, value, dt):
 def _full_dtype(fill_value):
     dt = result_dtype(fill_value)
     # a traced Python bool arrives strongly typed (0-d bool): still bool; complex -> default complex
-    return dt if _category(dt) != 2 else default_float()
+    return dt if category(dt) != 2 else default_float()
 
 
 # arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
@@ -119,31 +122,31 @@ def arange_start_step(start, end, step, dtype, layout, device, pin_memory):
 # empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.empty.memory_format)
 def empty(size, dtype, layout, device, pin_memory, memory_format):
-    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
+    return jnp.zeros(tuple(size), requested_dtype(dtype, default_float()))
 
 
 # empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.empty_permuted.default)
 def empty_permuted(size, physical_layout, dtype, layout, device, pin_memory):
-    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
+    return jnp.zeros(tuple(size), requested_dtype(dtype, default_float()))
 
 
 # empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.empty_strided.default)
 def empty_strided(size, stride, dtype, layout, device, pin_memory):
-    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
+    return jnp.zeros(tuple(size), requested_dtype(dtype, default_float()))
 
 
 # eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.eye.default)
 def eye(n, dtype, layout, device, pin_memory):
-    return jnp.eye(n, n, dtype=_dtype(dtype, default_float()))
+    return jnp.eye(n, n, dtype=requested_dtype(dtype, default_float()))
 
 
 # eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.eye.m)
 def eye_m(n, m, dtype, layout, device, pin_memory):
-    return jnp.eye(n, m, dtype=_dtype(dtype, default_float()))
+    return jnp.eye(n, m, dtype=requested_dtype(dtype, default_float()))
 
 
 # fill.Scalar(Tensor self, Scalar value) -> Tensor
@@ -165,7 +168,7 @@ def full(size, fill_value, dtype, layout, device, pin_memory):
 # full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.full_like.default)
 def full_like(self, fill_value, dtype, layout, device, pin_memory, memory_format):
-    return _full(self.shape, fill_value, _dtype(dtype, self.dtype))
+    return _full(self.shape, fill_value, requested_dtype(dtype, self.dtype))
 
 
 # linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
@@ -174,43 +177,43 @@ def full_like(self, fill_value, dtype, layout, device, pin_memory, memory_format
 # linspace.Scalar_Tensor(Scalar start, Tensor end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.linspace.default, aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor)
 def linspace(start, end, steps, dtype, layout, device, pin_memory):
-    return _linspace(start, end, steps, dtype)
+    return linspace_values(start, end, steps, dtype)
 
 
 # new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.new_full.default)
 def new_full(self, size, fill_value, dtype, layout, device, pin_memory):
-    return _full(size, fill_value, _dtype(dtype, self.dtype))
+    return _full(size, fill_value, requested_dtype(dtype, self.dtype))
 
 
 # new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.new_ones.default)
 def new_ones(self, size, dtype, layout, device, pin_memory):
-    return jnp.ones(tuple(size), _dtype(dtype, self.dtype))
+    return jnp.ones(tuple(size), requested_dtype(dtype, self.dtype))
 
 
 # new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.new_zeros.default)
 def new_zeros(self, size, dtype, layout, device, pin_memory):
-    return jnp.zeros(tuple(size), _dtype(dtype, self.dtype))
+    return jnp.zeros(tuple(size), requested_dtype(dtype, self.dtype))
 
 
 # ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.ones.default)
 def ones(size, dtype, layout, device, pin_memory):
-    return jnp.ones(tuple(size), _dtype(dtype, default_float()))
+    return jnp.ones(tuple(size), requested_dtype(dtype, default_float()))
 
 
 # ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.ones_like.default)
 def ones_like(self, dtype, layout, device, pin_memory, memory_format):
-    return jnp.ones(self.shape, _dtype(dtype, self.dtype))
+    return jnp.ones(self.shape, requested_dtype(dtype, self.dtype))
 
 
 # scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.scalar_tensor.default)
 def scalar_tensor(s, dtype, layout, device, pin_memory):
-    return jnp.reshape(cast(s, _dtype(dtype, default_float())), ())
+    return jnp.reshape(cast(s, requested_dtype(dtype, default_float())), ())
 
 
 # zero(Tensor self) -> Tensor
@@ -223,10 +226,10 @@ def zero(self):
 # zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.zeros.default)
 def zeros(size, dtype, layout, device, pin_memory):
-    return jnp.zeros(tuple(size), _dtype(dtype, default_float()))
+    return jnp.zeros(tuple(size), requested_dtype(dtype, default_float()))
 
 
 # zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.zeros_like.default)
 def zeros_like(self, dtype, layout, device, pin_memory, memory_format):
-    return jnp.zeros(self.shape, _dtype(dtype, self.dtype))
+    return jnp.zeros(self.shape, requested_dtype(dtype, self.dtype))

@@ -1,5 +1,5 @@
-"""Gathers and scatters: embedding, index.Tensor, index_put, gather, scatter*, index_add, index_reduce,
-put.
+"""Gathers and scatters: embedding, embedding bags (_embedding_bag, _embedding_bag_forward_only),
+index.Tensor, index_put, gather, scatter*, index_add, index_reduce, put.
 
 Index range checks are the executor's job: these lowerings assume in-range indices and use
 XLA's native modes (gathers PROMISE_IN_BOUNDS, scatters drop out-of-range updates). Negative
@@ -14,6 +14,13 @@ with one row per True element are scattered to the first `len(values)` True posi
 Accumulating into a bool tensor (index_add, index_put/put with accumulate, scatter_reduce sum) is
 a logical or and a bool product a logical and, as on the CPU: scatter-max and scatter-min.
 `put` without accumulate lets the last of duplicate indices win, as the CPU's serial loop does.
+
+`_embedding_bag` returns (output, offset2bag, bag_size, max_indices) in the shapes PyTorch's meta
+function gives a non-CPU device (what eager and compiled graphs on `neuron` expect): offset2bag
+has one entry per index, bag_size one per offset (the count of non-padding indices of each bag,
+0 for the extra offset of include_last_offset), max_indices is (bags, D) for mode max and empty
+otherwise. The CPU kernel gives some of these other shapes (offset2bag empty on its fast sum path,
+bag_size zeros in sum mode); `output` is the same. Sums accumulate in float32 for 16-bit weights.
 """
 from __future__ import annotations
 
@@ -21,9 +28,10 @@ import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
 from .dtypes import is_low_precision, to_torch_dtype
-from ._registry import aten, lower, require_in_range
+from ._registry import aten, lower, require, require_in_range
 
 _F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
 _MASK_DTYPES = (np.dtype(np.bool_), np.dtype(np.uint8))
 
 
@@ -140,6 +148,81 @@ def _bool_index_put(self, pos, mask, values, accumulate):
         acc = _acc(self.dtype)
         return self.astype(acc).at[key].add(v.astype(self.dtype).astype(acc), mode="drop").astype(self.dtype)
     return self.at[key].set(v.astype(self.dtype), mode="drop")
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                   include_last_offset, padding_idx):
+    num_weights, d = weight.shape
+    n = indices.shape[0]
+    n_off = offsets.shape[0]
+    bags = n_off - 1 if include_last_offset else n_off
+    if bags < 0:
+        raise RuntimeError("include_last_offset: numBags should be at least 1")
+    if mode not in (0, 1, 2):
+        raise RuntimeError(f"embedding_bag: unknown mode {mode}")
+    if per_sample_weights is not None and mode != 0:
+        raise RuntimeError("embedding_bag: per_sample_weights only supported with mode='sum'")
+    idx = indices.astype(_I64)
+    off = offsets.astype(_I64)
+    require_in_range(idx, num_weights, RuntimeError,
+                     f"embedding_bag: an index is not in the valid range [0, {num_weights})", False)
+    if n_off > 0:
+        require(off[0] == 0, RuntimeError, "offsets[0] has to be 0, i.e., the first sequence in the "
+                "mini-batch has to start from position 0")
+        require(off[-1] <= n, RuntimeError, f"offsets[-1] can not be greater than input's length {n}")
+    # offset2bag as the CPU's make_offset2bag: (number of bag starts <= i) - 1
+    starts = jnp.zeros((n + 1,), _I64).at[off[:bags]].add(1, mode="drop", wrap_negative_indices=False)
+    bag = (jnp.cumsum(starts) - 1)[:n]
+    valid = jnp.ones((n,), bool) if padding_idx < 0 else idx != padding_idx
+    counts = jnp.zeros((max(bags, 0),), _I64).at[bag].add(valid.astype(_I64), mode="drop",
+                                                         wrap_negative_indices=False)
+    bag_size = jnp.concatenate([counts, jnp.zeros((n_off - bags,), _I64)]) if n_off > bags else counts
+    acc = _acc(weight.dtype)
+    rows = weight.at[idx].get(mode="promise_in_bounds")
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    if mode == 2:  # max: the first maximal row element per bag (NaN only if the bag's first)
+        is_nan = jnp.isnan(rows)
+        pos = jnp.arange(n, dtype=_I64)
+        first = jnp.full((bags,), n, _I64).at[bag].min(jnp.where(valid, pos, n), **kw)
+        first_row = rows.at[first].get(mode="fill", fill_value=0)
+        nonempty = first < n
+        cand = valid[:, None] & ~is_nan
+        neg = jnp.full((), -np.inf, rows.dtype)
+        best = jnp.full((bags, d), -np.inf, rows.dtype).at[bag].max(jnp.where(cand, rows, neg), **kw)
+        hit = cand & (rows == best.at[bag].get(mode="fill", fill_value=0))
+        best_pos = jnp.full((bags, d), n, _I64).at[bag].min(jnp.where(hit, pos[:, None], n), **kw)
+        first_nan = jnp.isnan(first_row)
+        any_hit = best_pos < n
+        out = jnp.where(first_nan, first_row, jnp.where(any_hit, best, first_row))
+        arg_pos = jnp.where(first_nan | ~any_hit, first[:, None], best_pos)
+        max_indices = idx.at[arg_pos].get(mode="fill", fill_value=0)
+        out = jnp.where(nonempty[:, None], out, jnp.zeros((), rows.dtype))
+        max_indices = jnp.where(nonempty[:, None], max_indices, 0)
+        return out.astype(weight.dtype), bag, bag_size, max_indices
+    vals = rows.astype(acc)
+    if per_sample_weights is not None:
+        vals = vals * per_sample_weights.astype(weight.dtype).astype(acc)[:, None]
+    vals = jnp.where(valid[:, None], vals, jnp.zeros((), acc))
+    out = jnp.zeros((bags, d), acc).at[bag].add(vals, **kw)
+    if mode == 1:
+        out = out / jnp.maximum(counts, 1).astype(acc)[:, None]
+    return out.astype(weight.dtype), bag, bag_size, jnp.zeros((0,), _I64)
+
+
+# _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+@lower(aten._embedding_bag.default)
+def _embedding_bag_lowering(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                            include_last_offset, padding_idx):
+    return _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                          include_last_offset, padding_idx)
+
+
+# _embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+@lower(aten._embedding_bag_forward_only.default)
+def _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                                include_last_offset, padding_idx):
+    return _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                          include_last_offset, padding_idx)
 
 
 # embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor

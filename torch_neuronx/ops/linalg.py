@@ -1,10 +1,12 @@
-"""Matrix products: mm/bmm/addmm/baddbmm/addbmm/addmv/mv/dot/vdot/_addmm_activation.
+"""Matrix products: mm/bmm/addmm/baddbmm/addbmm/addmv/mv/dot/vdot/_addmm_activation, and trace.
 
 float32 products use Precision.HIGHEST (true float32, no bf16 passes); float16/bfloat16 products
 accumulate in float32 (`preferred_element_type`), the `beta`/`alpha` epilogue is applied in float32
 too, and the result is rounded once. As in BLAS, `beta == 0` ignores `self` (NaN included) and
 `alpha == 0` ignores the product. `matmul`, `linear`, `outer` are CompositeImplicitAutograd and
-reach the backend as these ops.
+reach the backend as these ops. `trace` sums the diagonal in ATen's CPU accumulation type (int64
+for integers and bool, float64 for float32 and float64, float32 for 16-bit floats, complex128 for
+complex), rounded to the result dtype once.
 """
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from .dtypes import is_low_precision, opmath
 from ._registry import aten, lower
 
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
+_C128 = np.dtype(np.complex128)
 
 
 def _precision(dtype):
@@ -111,6 +116,25 @@ def mm(self, mat2):
 @lower(aten.mv.default)
 def mv(self, vec):
     return _matmul(self, vec).astype(self.dtype)
+
+
+# trace(Tensor self) -> Tensor
+@lower(aten.trace.default)
+def trace(self):
+    if self.ndim != 2:
+        raise RuntimeError("trace: expected a matrix")
+    dt = np.dtype(self.dtype)
+    if dt.kind in "biu":
+        acc, out = _I64, _I64
+    elif dt.kind == "c":
+        acc, out = _C128, dt
+    elif is_low_precision(dt):
+        acc, out = _F32, dt
+    else:
+        acc, out = _F64, dt  # ATen's CPU accumulation type for float is double
+    if min(self.shape) == 0:
+        return jnp.zeros((), out)
+    return jnp.sum(jnp.diagonal(self).astype(acc)).astype(out)
 
 
 # vdot(Tensor self, Tensor other) -> Tensor

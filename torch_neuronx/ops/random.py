@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
-from .dtypes import to_numpy_dtype
+from .dtypes import cast, to_numpy_dtype
 from ._registry import aten, lower
-from .elementwise import _category, _compute, _is_floatlike, _is_weak, cast, default_float, result_dtype
-from .factory import _dtype
+from .factory import requested_dtype
+from .promotion import category, compute_dtype, default_float, is_floatlike, is_weak, result_dtype
 
 _I32 = np.iinfo(np.int32)
 
@@ -27,8 +27,8 @@ _I32 = np.iinfo(np.int32)
 def _sample_dtype(dt):
     """The float dtype samples for a tensor of dtype `dt` are drawn in."""
     dt = np.dtype(dt)
-    if _is_floatlike(dt) and _category(dt) == 2:
-        return _compute(dt)
+    if is_floatlike(dt) and category(dt) == 2:
+        return compute_dtype(dt)
     return np.dtype(np.float32)
 
 
@@ -73,14 +73,14 @@ def _random_from_range(key, shape, dt, base: int, range_: int):
 def _random_default_range(dt):
     """[0, range) of random_() with no bounds: [0, 2**digits] for floats, [0, max] for integers."""
     dt = np.dtype(dt)
-    if _category(dt) == 2:
+    if category(dt) == 2:
         return (1 << _digits(dt)) + 1
     return _int_max(dt) + 1
 
 
 def _is_scalar(v) -> bool:
     """A float argument: a Python number, or traced (weakly typed 0-d) when named in `dynamic=`."""
-    return isinstance(v, (int, float)) or (jnp.ndim(v) == 0 and _is_weak(v))
+    return isinstance(v, (int, float)) or (jnp.ndim(v) == 0 and is_weak(v))
 
 
 def _bernoulli(key, shape, p, dt):
@@ -133,7 +133,7 @@ def log_normal(self, mean, std, generator):
 @lower(aten.multinomial.default)
 def multinomial(self, num_samples, replacement, generator):
     # rows of non-negative weights (not necessarily normalized); zero weights are never drawn
-    logits = jnp.log(cast(self, np.float32) if not _is_floatlike(self.dtype) else self.astype(np.float32))
+    logits = jnp.log(cast(self, np.float32) if not is_floatlike(self.dtype) else self.astype(np.float32))
     if replacement:
         draws = jax.random.categorical(generator, logits[..., None, :], axis=-1,
                                        shape=logits.shape[:-1] + (num_samples,))
@@ -152,7 +152,7 @@ def native_dropout(input, p, train, key):
         return input, jnp.ones(shape, np.bool_)
     p1m = 1.0 - p
     scale = 0.0 if p1m == 0 else 1.0 / p1m
-    cd = _compute(input.dtype) if _is_floatlike(input.dtype) else np.dtype(np.float32)
+    cd = compute_dtype(input.dtype) if is_floatlike(input.dtype) else np.dtype(np.float32)
     mask = jax.random.uniform(key, shape, _sample_dtype(input.dtype)) < p1m
     # ATen: input.mul(mask).mul_(scale): a dropped inf gives nan as on the CPU (XLA would fold
     # x * convert(mask) into a select, so the zeroing is spelled x * 0)
@@ -165,8 +165,8 @@ def native_dropout(input, p, train, key):
 @lower(aten.native_dropout_backward.default)
 def native_dropout_backward(grad_output, mask, scale):
     # grad * mask * scale: a float Scalar promotes integral/bool grads to the default float dtype
-    out = np.dtype(grad_output.dtype) if _is_floatlike(grad_output.dtype) else default_float()
-    cd = _compute(out)
+    out = np.dtype(grad_output.dtype) if is_floatlike(grad_output.dtype) else default_float()
+    cd = compute_dtype(out)
     g = cast(grad_output, cd)
     return cast(g * cast(mask, cd) * scale, out)
 
@@ -175,7 +175,7 @@ def native_dropout_backward(grad_output, mask, scale):
 @lower(aten.normal.Tensor_float, dynamic=("std",))
 def normal_tensor_float(mean, std, generator):
     dt = np.dtype(mean.dtype)
-    cd = _compute(dt)
+    cd = compute_dtype(dt)
     z = _normal(generator, mean.shape, dt)
     return cast(z * std + cast(mean, cd), dt)
 
@@ -184,7 +184,7 @@ def normal_tensor_float(mean, std, generator):
 @lower(aten.normal.float_Tensor, dynamic=("mean",))
 def normal_float_tensor(mean, std, generator):
     dt = np.dtype(std.dtype)
-    cd = _compute(dt)
+    cd = compute_dtype(dt)
     z = _normal(generator, std.shape, dt)
     return cast(z * cast(std, cd) + mean, dt)
 
@@ -193,7 +193,7 @@ def normal_float_tensor(mean, std, generator):
 @lower(aten.normal.Tensor_Tensor)
 def normal_tensor_tensor(mean, std, generator):
     dt = result_dtype(mean, std)
-    cd = _compute(dt)
+    cd = compute_dtype(dt)
     shape = jnp.broadcast_shapes(mean.shape, std.shape)
     z = _normal(generator, shape, dt)
     return cast(z * cast(std, cd) + cast(mean, cd), dt)
@@ -224,7 +224,7 @@ def _randint(key, shape, dt, low, high):
 # rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.rand.default, rng=True)
 def rand(size, dtype, layout, device, pin_memory, key):
-    dt = _dtype(dtype, default_float())
+    dt = requested_dtype(dtype, default_float())
     return cast(_uniform(key, size, dt), dt)
 
 
@@ -237,7 +237,7 @@ def rand_generator(size, generator, dtype, layout, device, pin_memory):
 # rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.rand_like.default, rng=True)
 def rand_like(self, dtype, layout, device, pin_memory, memory_format, key):
-    dt = _dtype(dtype, self.dtype)
+    dt = requested_dtype(dtype, self.dtype)
     return cast(_uniform(key, self.shape, dt), dt)
 
 
@@ -250,7 +250,7 @@ def randint(high, size, dtype, layout, device, pin_memory, key):
 # randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.randint.low, rng=True)
 def randint_low(low, high, size, dtype, layout, device, pin_memory, key):
-    return _randint(key, size, _dtype(dtype, np.dtype(np.int64)), low, high)
+    return _randint(key, size, requested_dtype(dtype, np.dtype(np.int64)), low, high)
 
 
 # randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
@@ -262,13 +262,13 @@ def randint_like(self, high, dtype, layout, device, pin_memory, memory_format, k
 # randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.randint_like.low_dtype, rng=True)
 def randint_like_low(self, low, high, dtype, layout, device, pin_memory, memory_format, key):
-    return _randint(key, self.shape, _dtype(dtype, self.dtype), low, high)
+    return _randint(key, self.shape, requested_dtype(dtype, self.dtype), low, high)
 
 
 # randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 @lower(aten.randn.default, rng=True)
 def randn(size, dtype, layout, device, pin_memory, key):
-    dt = _dtype(dtype, default_float())
+    dt = requested_dtype(dtype, default_float())
     return cast(_normal(key, size, dt), dt)
 
 
@@ -281,7 +281,7 @@ def randn_generator(size, generator, dtype, layout, device, pin_memory):
 # randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 @lower(aten.randn_like.default, rng=True)
 def randn_like(self, dtype, layout, device, pin_memory, memory_format, key):
-    dt = _dtype(dtype, self.dtype)
+    dt = requested_dtype(dtype, self.dtype)
     return cast(_normal(key, self.shape, dt), dt)
 
 
@@ -305,7 +305,7 @@ def random_from(self, from_, to, generator):
     if from_ == np.iinfo(np.int64).min:
         bits = jax.random.bits(generator, tuple(self.shape), np.uint64)
         return cast(lax.convert_element_type(bits, np.int64), dt)
-    if _category(dt) == 2:
+    if category(dt) == 2:
         to_inc = min(1 << _digits(dt), np.iinfo(np.int64).max)
     else:
         to_inc = _int_max(dt)
@@ -328,9 +328,9 @@ def random_to(self, to, generator):
 @lower(aten.rrelu_with_noise.default, aten.rrelu_with_noise_.default, aten.rrelu_with_noise_functional.default)
 def rrelu_with_noise(self, noise, lower, upper, training, generator):
     dt = np.dtype(self.dtype)
-    if not _is_floatlike(dt) or _category(dt) != 2:
+    if not is_floatlike(dt) or category(dt) != 2:
         raise NotImplementedError(f'"rrelu_with_noise_out_cpu" not implemented for \'{dt}\'')
-    cd = _compute(dt)
+    cd = compute_dtype(dt)
     x = cast(self, cd)
     if not training:
         slope = cast((lower + upper) / 2, cd)

@@ -1,9 +1,22 @@
-"""Reductions, scans and softmax: sum/mean/var/prod/max/argmax/any/cumsum/logsumexp/norms.
+"""Reductions, scans and softmax: sum/mean/var/prod/max/argmax/any/cumsum/logsumexp/norms,
+logcumsumexp, segment_reduce and hash_tensor.
 
 PyTorch's CPU rules followed here: bool and integer sums/products/cumsums return int64;
 float16/bfloat16 accumulate in float32 and round once; an empty `dim` list (or None) means every
 dimension for the `int[1]? dim` reductions, but no dimension for `any.dims`/`all.dims`; max/min and
 argmax/argmin propagate NaN and pick the first index of the extreme (the first NaN if any).
+
+`logcumsumexp` of real inputs is lax.cumlogsumexp (16-bit: in float32); of complex inputs a
+sequential scan with ATen's complex log-add-exp (the imaginary part is not reduced mod 2*pi, so the
+order of the additions decides its branch).
+
+`segment_reduce` (lengths or offsets along the last dim of lengths/offsets) is one scatter of
+every element to its segment, starting from `initial` (or the reduction's identity); mean divides
+by the segment's length and gives NaN for an empty segment without `initial`; max/min propagate
+NaN. Without `unsafe` the lengths are checked as the CPU does (non-negative, summing to the axis).
+
+`hash_tensor` (mode 0) xor-reduces the elements as uint64: floats through float64's bits,
+integers and bools sign-extended through int64, as ATen.
 """
 from __future__ import annotations
 
@@ -11,12 +24,14 @@ import math
 
 import numpy as np
 
-from ..runtime.lazy_jax import jnp, lax
-from .dtypes import is_low_precision, opmath, to_numpy_dtype
-from ._registry import aten, lower
+from ..runtime.lazy_jax import jax, jnp, lax
+from .dims import wrap_dim
+from .dtypes import cast, is_low_precision, opmath, to_numpy_dtype
+from ._registry import aten, lower, require
 
 _I64 = np.dtype(np.int64)
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,6 +193,109 @@ def _softmax_impl(x, dim, half_to_float, log):
     return undo(out.astype(out_dtype))
 
 
+def _complex_log_add_exp(x, y):
+    """ATen's complex log(exp(x) + exp(y)) of logcumsumexp (x the new value, y the sum so far):
+    NaNs infect, equal infinite real parts are special-cased, else log1p(exp(min - max)) + max with
+    min/max by real part."""
+    def isnan(v):
+        return jnp.isnan(jnp.real(v)) | jnp.isnan(jnp.imag(v))
+
+    xn, yn = isnan(x), isnan(y)
+    x_lt = jnp.real(x) < jnp.real(y)
+    mn = jnp.where(yn, y, jnp.where(xn, x, jnp.where(x_lt, x, y)))
+    mx = jnp.where(yn, y, jnp.where(xn, x, jnp.where(x_lt, y, x)))
+    mnr, mxr = jnp.real(mn), jnp.real(mx)
+    general = jnp.log1p(jnp.exp(mn - mx)) + mx
+    infinite = jnp.where(mnr < 0, mn, jnp.log(jnp.exp(mn) + jnp.exp(mx)))
+    out = jnp.where(~jnp.isfinite(mnr) & (mnr == mxr), infinite, general)
+    nan = jnp.full((), complex(np.nan, np.nan), out.dtype)
+    return jnp.where(isnan(mn), nan, out)
+
+
+def _exact_f64(x):
+    """x as float64, subnormal inputs included: XLA's CPU conversion flushes them to zero (denormals
+    are zero), so they are rebuilt from their bits (mantissa * smallest subnormal, exact in float64)."""
+    dt = np.dtype(x.dtype)
+    if dt == _F64:
+        return x
+    nbits = dt.itemsize * 8
+    ut = {2: np.uint16, 4: np.uint32}[dt.itemsize]
+    nmant = int(jnp.finfo(dt).nmant)
+    b = lax.bitcast_convert_type(x, ut)
+    mant = b & ut((1 << nmant) - 1)
+    expo = (b >> ut(nmant)) & ut((1 << (nbits - 1 - nmant)) - 1)
+    tiny = mant.astype(_F64) * float(jnp.finfo(dt).smallest_subnormal)
+    tiny = jnp.where((b >> ut(nbits - 1)) != 0, -tiny, tiny)
+    return jnp.where((expo == 0) & (mant != 0), tiny, x.astype(_F64))
+
+
+_SEGMENT_REDUCTIONS = ("max", "mean", "min", "sum", "prod")
+
+
+def _segment_reduce(data, reduce, lengths, offsets, axis, unsafe, initial):
+    if reduce not in _SEGMENT_REDUCTIONS:
+        raise RuntimeError(f"unsupported reduction given! {reduce}")
+    dt = np.dtype(data.dtype)
+    if dt.kind != "f" and not is_low_precision(dt):
+        raise TypeError(f'"_segment_reduce_cpu" not implemented for \'{dt.name}\'')
+    axis = wrap_dim(axis, data.ndim)
+    if offsets is not None:
+        off = offsets.astype(_I64)
+        if axis != off.ndim - 1:
+            raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of offsets but got {axis}.")
+        starts, ends = off[..., :-1], off[..., 1:]
+    else:
+        lens = lengths.astype(_I64)
+        if axis != lens.ndim - 1:
+            raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of lengths but got {axis}.")
+        if not unsafe:
+            require(jnp.all(lens >= 0), RuntimeError, "lengths contains negative value!")
+            require(jnp.all(jnp.sum(lens, axis=-1) == data.shape[axis]), RuntimeError,
+                    "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
+                    "when !unsafe.")
+        ends = jnp.cumsum(lens, axis=-1)
+        starts = ends - lens
+    outer = tuple(data.shape[:axis])
+    n, segs = data.shape[axis], starts.shape[-1]
+    o = math.prod(outer)
+    inner = tuple(data.shape[axis + 1:])
+    out_shape = outer + (segs,) + inner
+    acc = _acc(dt)
+    x = data.reshape(o, n, math.prod(inner)).astype(acc)
+    starts = jnp.broadcast_to(starts, outer + (segs,)).reshape(o, segs)
+    ends = jnp.broadcast_to(ends, outer + (segs,)).reshape(o, segs)
+    pos = jnp.arange(n, dtype=_I64)
+    # segment s holds positions starts[s] <= j < ends[s]: s = #(ends <= j) for non-decreasing ends
+    seg = jax.vmap(lambda e: jnp.searchsorted(e, pos, side="right"))(ends).astype(_I64) if segs else \
+        jnp.zeros((o, n), _I64)
+    seg_c = jnp.minimum(seg, max(segs - 1, 0))
+    inside = (seg < segs) & (pos[None] >= jnp.take_along_axis(starts, seg_c, axis=1)) if segs else seg < 0
+    seg = jnp.where(inside, seg, segs)  # dropped by the scatter
+    row = lax.broadcasted_iota(_I64, (o, n), 0)
+    if initial is not None:
+        ident = cast(initial, dt).astype(acc)
+    else:
+        ident = {"max": -np.inf, "min": np.inf, "prod": 1.0}.get(reduce, 0.0)
+    base = jnp.full((o, segs, x.shape[2]), ident, acc)
+    kw = dict(mode="drop", wrap_negative_indices=False)
+    key = (row, seg)
+    if reduce == "max":
+        out = base.at[key].max(x, **kw)
+    elif reduce == "min":
+        out = base.at[key].min(x, **kw)
+    elif reduce == "prod":
+        out = base.at[key].multiply(x, **kw)
+    else:
+        out = base.at[key].add(x, **kw)
+    if reduce == "mean":
+        length = (ends - starts)[..., None]
+        if initial is None:
+            out = jnp.where(length == 0, np.nan, out / jnp.maximum(length, 1).astype(acc))
+        else:
+            out = jnp.where(length > 0, out / jnp.maximum(length, 1).astype(acc), out)
+    return out.astype(dt).reshape(out_shape)
+
+
 # ---------------------------------------------------------------------------------------------
 # lowerings (alphabetical by op name)
 
@@ -295,11 +413,59 @@ def cumsum(self, dim, dtype):
     return undo(lax.cumsum(x.astype(out).astype(_acc(out)), axis=axis).astype(out))
 
 
+# hash_tensor(Tensor self, int[1] dim=[], *, bool keepdim=False, int mode=0) -> Tensor
+@lower(aten.hash_tensor.default)
+def hash_tensor(self, dim, keepdim, mode):
+    if mode != 0:
+        raise RuntimeError(f"hash_tensor: only mode=0 (xor reduction) is supported, got mode={mode}")
+    dt = np.dtype(self.dtype)
+    if dt.kind == "f" or is_low_precision(dt):
+        bits = lax.bitcast_convert_type(_exact_f64(self), np.uint64)
+    elif dt.kind == "u":
+        bits = self.astype(np.uint64)
+    elif dt.kind in "ib":
+        bits = lax.bitcast_convert_type(self.astype(_I64), np.uint64)
+    else:
+        raise TypeError(f"hash_tensor: not implemented for {dt}")
+    axes = tuple(range(self.ndim)) if len(dim) == 0 else tuple(sorted({wrap_dim(d, self.ndim) for d in dim}))
+    if self.ndim == 0:
+        return bits
+    out = lax.reduce(bits, np.uint64(0), lax.bitwise_xor, axes)
+    if keepdim:
+        out = jnp.expand_dims(out, axes)
+    return out
+
+
 # linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 @lower(aten.linalg_vector_norm.default, static=("ord",))
 def linalg_vector_norm(self, ord, dim, keepdim, dtype):
     out = None if dtype is None else to_numpy_dtype(dtype)
     return _vector_norm(self, ord, _axes(dim, self.ndim), keepdim, out)
+
+
+# logcumsumexp(Tensor self, int dim) -> Tensor
+# (not _logcumsumexp, which it calls on the CPU: that one has no meta function, so neither the
+# executor nor a compiled graph can use it)
+@lower(aten.logcumsumexp.default)
+def logcumsumexp(self, dim):
+    dt = np.dtype(self.dtype)
+    if dt.kind not in "fc" and not is_low_precision(dt):
+        raise TypeError(f"logcumsumexp: not implemented for {dt}")
+    if self.ndim == 0 or self.size == 0:
+        return self
+    axis = wrap_dim(dim, self.ndim)
+    if dt.kind == "c":
+        # sequential, as ATen: the imaginary part is not reduced mod 2*pi, so the order of the
+        # additions decides its branch (an associative scan would pick others)
+        xs = jnp.moveaxis(self, axis, 0)
+
+        def step(cum, x):
+            cum = _complex_log_add_exp(x, cum)
+            return cum, cum
+
+        init = jnp.full(xs.shape[1:], complex(-np.inf, 0), dt)
+        return jnp.moveaxis(lax.scan(step, init, xs)[1], 0, axis)
+    return lax.cumlogsumexp(self.astype(_acc(dt)), axis=axis).astype(dt)
 
 
 # logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
@@ -394,6 +560,16 @@ def prod_dim_int(self, dim, keepdim, dtype):
     out = _sum_out_dtype(self, dtype)
     x = self.astype(out).astype(_acc(out))
     return jnp.prod(x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(out)
+
+
+# segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None, Tensor? indices=None, Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None) -> Tensor
+@lower(aten.segment_reduce.default)
+def segment_reduce(data, reduce, lengths, indices, offsets, axis, unsafe, initial):
+    if indices is not None:
+        raise RuntimeError("segment_reduce(): indices based reduction is not supported yet.")
+    if lengths is None and offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    return _segment_reduce(data, reduce, lengths, offsets, axis, unsafe, initial)
 
 
 # std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor

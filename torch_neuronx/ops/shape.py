@@ -1,28 +1,23 @@
-"""Copying shape ops: cat/stack/constant_pad_nd/repeat/flip/roll/tril/triu/index_select.
+"""Copying shape ops: cat/stack/constant_pad_nd/repeat/flip/roll/tril/triu/diag_embed/index_select.
 
 Views (view, permute, expand, squeeze, split, ...) and clone are not lowered here.
 """
 from __future__ import annotations
 
-import functools
-
-import torch
+import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
-from .dtypes import to_numpy_dtype, to_torch_dtype
+from .dims import wrap_dim
 from ._registry import aten, lower, require_in_range
+from .promotion import promote_all
 
-
-def _promoted(tensors):
-    """The dtype torch.cat/stack give a list of tensors (type promotion across all of them)."""
-    dtype = functools.reduce(torch.promote_types, (to_torch_dtype(t.dtype) for t in tensors))
-    return to_numpy_dtype(dtype)
+_I64 = np.dtype(np.int64)
 
 
 # cat(Tensor[] tensors, int dim=0) -> Tensor
 @lower(aten.cat.default)
 def cat(tensors, dim):
-    dtype = _promoted(tensors)
+    dtype = promote_all(tensors)
     # PyTorch skips legacy empty tensors of shape (0,) whatever the other tensors' rank.
     kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
     if not kept:
@@ -44,6 +39,25 @@ def constant_pad_nd(self, pad, value):
         config[self.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]), 0)
     # negative padding crops, as lax.pad does
     return lax.pad(self, jnp.asarray(value).astype(self.dtype), config)
+
+
+# diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor
+@lower(aten.diag_embed.default)
+def diag_embed(self, offset, dim1, dim2):
+    nd = self.ndim + 1
+    d1, d2 = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    x = self.reshape(1) if self.ndim == 0 else self
+    length = x.shape[-1]
+    m = length + abs(offset)
+    i = lax.broadcasted_iota(_I64, (m, m), 0)
+    j = lax.broadcasted_iota(_I64, (m, m), 1)
+    on = (j - i) == offset
+    k = i if offset >= 0 else j  # position along the diagonal
+    vals = x.at[..., k].get(mode="fill", fill_value=0)  # (..., m, m)
+    out = jnp.where(on, vals, jnp.zeros((), x.dtype))
+    return jnp.moveaxis(out, (-2, -1), (d1, d2))
 
 
 # flip(Tensor self, int[] dims) -> Tensor
@@ -101,7 +115,7 @@ def roll(self, shifts, dims):
 # stack(Tensor[] tensors, int dim=0) -> Tensor
 @lower(aten.stack.default)
 def stack(tensors, dim):
-    dtype = _promoted(tensors)
+    dtype = promote_all(tensors)
     return jnp.stack([t.astype(dtype) for t in tensors], axis=dim % (tensors[0].ndim + 1))
 
 

@@ -1,5 +1,5 @@
 """Sorting and order statistics: sort, topk, kthvalue, median/nanmedian, mode, cummax/cummin,
-searchsorted/bucketize, histc, and randperm.
+searchsorted/bucketize, and randperm.
 
 PyTorch's order: NaN is larger than everything (+inf included), -0.0 equals 0.0. Every comparison
 sort here runs on an integer key with exactly that order (`_order_key`: floats by their bits, NaN and
@@ -20,14 +20,13 @@ import numpy as np
 import torch
 
 from ..runtime.lazy_jax import jax, jnp, lax
-from .dtypes import is_low_precision, to_numpy_dtype
+from .dtypes import cast, is_low_precision, to_numpy_dtype
 from ._registry import aten, lower, require
-from .elementwise import cast, result_dtype
+from .promotion import result_dtype
 
 _I32 = np.dtype(np.int32)
 _I64 = np.dtype(np.int64)
 _F32 = np.dtype(np.float32)
-_F64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
 
 
@@ -201,49 +200,6 @@ def cummax(self, dim):
 @lower(aten.cummin.default)
 def cummin(self, dim):
     return _cum_extreme(self, dim, False)
-
-
-def _histc_counts(x, bins, lo, hi):
-    """Counts of x in `bins` equal bins over [lo, hi] (float64 edges), computed as the CPU kernel
-    does: the position (x - lo) * bins / (hi - lo) in the input dtype (each step rounded to it for
-    float16/bfloat16), truncated; x == hi goes to the last bin; NaN and out-of-range x are skipped."""
-    dt = np.dtype(x.dtype)
-    low = is_low_precision(dt)
-    cd = _F32 if low else dt
-
-    def rnd(v):  # one operation of the CPU kernel's scalar_t arithmetic
-        return v.astype(dt).astype(cd) if low else v
-
-    left = rnd(lo.astype(dt).astype(cd))
-    right = rnd(hi.astype(dt).astype(cd))
-    xv = x.reshape(-1).astype(cd)
-    inside = (xv >= left) & (xv <= right)
-    pos = rnd(rnd(rnd(xv - left) * rnd(jnp.asarray(bins, cd))) / rnd(right - left))
-    pos = jnp.where(inside, pos, 0).astype(_I64)
-    pos = jnp.where(pos >= bins, bins - 1, pos)
-    pos = jnp.clip(pos, 0, bins - 1)  # only reachable through rounding of in-range values
-    counts = jnp.zeros((bins,), _I64).at[pos].add(inside.astype(_I64), mode="drop")
-    return counts.astype(dt)
-
-
-# histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
-@lower(aten.histc.default)
-def histc(self, bins, min, max):
-    lo = jnp.asarray(min).astype(_F64)
-    hi = jnp.asarray(max).astype(_F64)
-    if self.size > 0:
-        data = self.astype(_F64)
-        use_data = lo == hi
-        lo = jnp.where(use_data, jnp.min(data), lo)
-        hi = jnp.where(use_data, jnp.max(data), hi)
-    same = lo == hi
-    lo = jnp.where(same, lo - 1, lo)
-    hi = jnp.where(same, hi + 1, hi)
-    require(jnp.isfinite(lo) & jnp.isfinite(hi), RuntimeError, "torch.histc: range of [min, max] is not finite")
-    require(lo < hi, RuntimeError, "torch.histc: max must be larger than min")
-    if self.size == 0:
-        return jnp.zeros((bins,), self.dtype)
-    return _histc_counts(self, bins, lo, hi)
 
 
 # kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)

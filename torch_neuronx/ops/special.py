@@ -1,8 +1,7 @@
-"""Special functions and odd elementwise ops that otherwise fell back to the CPU (or reached the
-backend only as a chain of small decomposed ops): erfc/erfcx, polygamma, zeta, igamma/igammac,
-Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr, gcd/lcm, bit shifts, angle, frexp,
-nextafter, logaddexp(2), sinc, heaviside, deg2rad/rad2deg, xlogy/xlog1py Scalar overloads,
-adaptive_max_pool2d (+ backward).
+"""Special functions (torch.special's, most otherwise falling back to the CPU or reaching the backend
+only as a chain of small decomposed ops): erfc/erfcx, lgamma, digamma, polygamma, zeta,
+igamma/igammac, i0 (i0e, i1, i1e), Bessel/Airy functions, orthogonal polynomials, ndtri/log_ndtr,
+xlogy/xlog1py Scalar overloads.
 
 PyTorch CPU semantics:
 - float16/bfloat16 compute in float32 and round once; integer inputs of float ops give the default dtype.
@@ -18,13 +17,9 @@ PyTorch CPU semantics:
   The polynomials' n is truncated to int64 like ATen's static_cast (NaN/inf: negative, so 0) and the
   recurrences run n steps per element (`lax.while_loop` until no element is left), stopping at NaN.
   Divisions by a scalar go through `_div`: XLA would multiply by a rounded reciprocal.
+- `i0` is the Cephes Chebyshev expansion ATen uses (same coefficients), `digamma(±0)` is ∓inf as
+  ATen's, not jax's NaN.
 - `igamma`/`igammac`: ATen's boundary values, XLA's algorithm in float64, rounded once.
-- Shifts: a count < 0 or >= the bit width gives 0 (left) or the sign fill (right), as ATen does.
-- `gcd` is ATen's Euclid on |a|, |b| (so gcd(INT_MIN, 6) = -2 like the CPU); lcm = |a / gcd * b|.
-- adaptive_max_pool2d: first maximum wins, a NaN wins over numbers (the last NaN of a window), indices
-  are int64 flat positions in H*W.
-
-Not lowered: `bincount` (its length is max(self)+1, a host read), `equal` (returns a Python bool).
 """
 from __future__ import annotations
 
@@ -34,22 +29,36 @@ import ml_dtypes
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
+from .cephes import (AIRY_AI_AD, AIRY_AI_AFD, AIRY_AI_AFN, AIRY_AI_AGD, AIRY_AI_AGN, AIRY_AI_AN, BESSEL_J0_PP,
+                     BESSEL_J0_PQ, BESSEL_J0_QP, BESSEL_J0_QQ, BESSEL_J0_RP, BESSEL_J0_RQ, BESSEL_J1_PP, BESSEL_J1_PQ,
+                     BESSEL_J1_QP, BESSEL_J1_QQ, BESSEL_J1_RP, BESSEL_J1_RQ, BESSEL_Y0_YP, BESSEL_Y0_YQ, BESSEL_Y1_YP,
+                     BESSEL_Y1_YQ, DIGAMMA_A, I0_A, I0_B, I1_A, I1_B, K0_A, K0_B, K1_A, K1_B, ZETA_A, chbevl, polevl)
 from .dtypes import cast, is_low_precision
-from ._registry import aten, lower, require_in_range
-from .elementwise import (_binary_float, _compute, _float_dtype, _float_pow, _is_float, _out, _unary_float,
-                          result_dtype)
-from .misc import _I0_A, _I0_B
+from ._registry import aten, lower
+from .elementwise import binary_float, float_pow, unary_float
+from .promotion import compute_dtype, float_dtype, is_float, result_dtype
 
 _F64 = np.dtype(np.float64)
 
 
-def _float_only(name, dt):
-    if not _is_float(dt):
-        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
-
-
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def _i0(x):
+    a = jnp.abs(x)
+    small = a <= 8
+    ys = a / 2 - 2
+    yb = 32 / jnp.where(small, jnp.ones((), a.dtype), a) - 2
+    vs = jnp.exp(a) * chbevl(ys, I0_A)
+    vb = jnp.exp(a) * chbevl(yb, I0_B) / jnp.sqrt(a)
+    return jnp.where(small, vs, vb)
+
+
+def _digamma(x):
+    y = lax.digamma(x)
+    inf = jnp.full((), np.inf, x.dtype)
+    return jnp.where(x == 0, jnp.where(jnp.signbit(x), inf, -inf), y)
 
 
 def _erfcx(x):
@@ -86,45 +95,6 @@ def _trigamma(x):
     return jnp.where(neg, -result, result)
 
 
-def _gcd(a, b):
-    # ATen's calc_gcd: Euclid on |a|, |b| with C remainder (wrapping abs of INT_MIN kept).
-    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
-
-    def cond(state):
-        return jnp.any(state[0] != 0)
-
-    def body(state):
-        a, b = state
-        nz = a != 0
-        safe = jnp.where(nz, a, jnp.ones_like(a))
-        return jnp.where(nz, lax.rem(b, safe), a), jnp.where(nz, a, b)
-
-    return lax.while_loop(cond, body, (a, b))[1]
-
-
-def _int_args(name, self, other):
-    dt = result_dtype(self, other)
-    if not np.issubdtype(dt, np.integer):
-        raise RuntimeError(f'"{name}" not implemented for \'{dt}\'')
-    return cast(self, dt), cast(other, dt), dt
-
-
-def _shift(left):
-    def lowering(self, other):
-        a, b, dt = _int_args("lshift_cpu" if left else "rshift_cpu", self, other)
-        a, b = jnp.broadcast_arrays(a, b)
-        bits = np.dtype(dt).itemsize * 8
-        signed = np.dtype(dt).kind == "i"
-        bad = (b >= bits) | (b < 0) if signed else b >= bits
-        sb = jnp.where(bad, jnp.zeros_like(b), b)
-        if left:
-            return jnp.where(bad, jnp.zeros_like(a), lax.shift_left(a, sb))
-        fill = lax.shift_right_arithmetic(a, jnp.full_like(a, bits - 1)) if signed else jnp.zeros_like(a)
-        return jnp.where(bad, fill, lax.shift_right_arithmetic(a, sb) if signed else lax.shift_right_logical(a, sb))
-
-    return lowering
-
-
 def _xlog1py(x, y):
     r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log1p(y))
     return jnp.where(jnp.isnan(y), jnp.nan, r)
@@ -139,7 +109,7 @@ def _no_low_precision(name, fn):
     """ATen's CPU kernel has no float16/bfloat16 version: raise as it does."""
 
     def lowering(self):
-        if np.dtype(self.dtype) != _compute(self.dtype):
+        if np.dtype(self.dtype) != compute_dtype(self.dtype):
             names = {np.dtype(jnp.bfloat16): "BFloat16", np.dtype(np.float16): "Half"}
             raise NotImplementedError(f'"{name}" not implemented for \'{names.get(np.dtype(self.dtype), self.dtype)}\'')
         return fn(self)
@@ -147,200 +117,12 @@ def _no_low_precision(name, fn):
     return lowering
 
 
-def _adaptive_windows(size: int, out: int):
-    starts = [(i * size) // out for i in range(out)]
-    ends = [-((-(i + 1) * size) // out) for i in range(out)]
-    k = max(e - s for s, e in zip(starts, ends))
-    idx = np.array([[min(s + j, size - 1) for j in range(k)] for s in starts], np.int64)
-    valid = np.array([[s + j < e for j in range(k)] for s, e in zip(starts, ends)])
-    return idx, valid, k
-
-
 # ---------------------------------------------------------------------------------------------
 # ATen's Cephes-derived special functions (aten/src/ATen/native/Math.h), operation for operation in
 # the dtype ATen computes them in, so that float32 results round like the CPU's. Branches are all
 # evaluated and selected with `where`; ATen's data-dependent loops are `lax.while_loop`s over the
 # elements still iterating (the others frozen), so every element takes as many steps as on the CPU.
-
-# coefficient tables, highest power first, as in Math.h
-_AIRY_AI_AN = (
-    3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
-    1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
-    1.40264691163389668864e+01, 9.99999999999999995305e-01,
-)
-_AIRY_AI_AD = (
-    5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
-    1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
-    1.40959135607834029598e+01, 1.00000000000000000470e+00,
-)
-_AIRY_AI_AFN = (
-    -1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
-    -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
-    -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08,
-)
-_AIRY_AI_AFD = (
-    1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
-    9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
-    4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07,
-)
-_AIRY_AI_AGN = (
-    1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
-    9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
-    5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
-    8.11789239554389293311e-08, 3.41551784765923618484e-10,
-)
-_AIRY_AI_AGD = (
-    9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
-    5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
-    4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
-    4.91834570062930015649e-09,
-)
-_BESSEL_J0_PP = (
-    7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e+00,
-    5.44725003058768775090e+00, 8.74716500199817011941e+00, 5.30324038235394892183e+00,
-    9.99999999999999997821e-01,
-)
-_BESSEL_J0_PQ = (
-    9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e+00,
-    5.47097740330417105182e+00, 8.76190883237069594232e+00, 5.30605288235394617618e+00,
-    1.00000000000000000218e+00,
-)
-_BESSEL_J0_QP = (
-    -1.13663838898469149931e-02, -1.28252718670509318512e+00, -1.95539544257735972385e+01,
-    -9.32060152123768231369e+01, -1.77681167980488050595e+02, -1.47077505154951170175e+02,
-    -5.14105326766599330220e+01, -6.05014350600728481186e+00,
-)
-_BESSEL_J0_QQ = (
-    6.43178256118178023184e+01, 8.56430025976980587198e+02, 3.88240183605401609683e+03,
-    7.24046774195652478189e+03, 5.93072701187316984827e+03, 2.06209331660327847417e+03,
-    2.42005740240291393179e+02,
-)
-_BESSEL_J0_RP = (
-    -4.79443220978201773821e+09, 1.95617491946556577543e+12, -2.49248344360967716204e+14,
-    9.70862251047306323952e+15,
-)
-_BESSEL_J0_RQ = (
-    4.99563147152651017219e+02, 1.73785401676374683123e+05, 4.84409658339962045305e+07,
-    1.11855537045356834862e+10, 2.11277520115489217587e+12, 3.10518229857422583814e+14,
-    3.18121955943204943306e+16, 1.71086294081043136091e+18,
-)
-_BESSEL_J1_PP = (
-    7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e+00,
-    5.11207951146807644818e+00, 8.42404590141772420927e+00, 5.21451598682361504063e+00,
-    1.00000000000000000254e+00,
-)
-_BESSEL_J1_PQ = (
-    5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e+00,
-    5.07386386128601488557e+00, 8.39985554327604159757e+00, 5.20982848682361821619e+00,
-    9.99999999999999997461e-01,
-)
-_BESSEL_J1_QP = (
-    5.10862594750176621635e-02, 4.98213872951233449420e+00, 7.58238284132545283818e+01,
-    3.66779609360150777800e+02, 7.10856304998926107277e+02, 5.97489612400613639965e+02,
-    2.11688757100572135698e+02, 2.52070205858023719784e+01,
-)
-_BESSEL_J1_QQ = (
-    7.42373277035675149943e+01, 1.05644886038262816351e+03, 4.98641058337653607651e+03,
-    9.56231892404756170795e+03, 7.99704160447350683650e+03, 2.82619278517639096600e+03,
-    3.36093607810698293419e+02,
-)
-_BESSEL_J1_RP = (
-    -8.99971225705559398224e+08, 4.52228297998194034323e+11, -7.27494245221818276015e+13,
-    3.68295732863852883286e+15,
-)
-_BESSEL_J1_RQ = (
-    6.20836478118054335476e+02, 2.56987256757748830383e+05, 8.35146791431949253037e+07,
-    2.21511595479792499675e+10, 4.74914122079991414898e+12, 7.84369607876235854894e+14,
-    8.95222336184627338078e+16, 5.32278620332680085395e+18,
-)
-_BESSEL_Y0_YP = (
-    1.55924367855235737965e+04, -1.46639295903971606143e+07, 5.43526477051876500413e+09,
-    -9.82136065717911466409e+11, 8.75906394395366999549e+13, -3.46628303384729719441e+15,
-    4.42733268572569800351e+16, -1.84950800436986690637e+16,
-)
-_BESSEL_Y0_YQ = (
-    1.04128353664259848412e+03, 6.26107330137134956842e+05, 2.68919633393814121987e+08,
-    8.64002487103935000337e+10, 2.02979612750105546709e+13, 3.17157752842975028269e+15,
-    2.50596256172653059228e+17,
-)
-_BESSEL_Y1_YP = (
-    1.26320474790178026440e+09, -6.47355876379160291031e+11, 1.14509511541823727583e+14,
-    -8.12770255501325109621e+15, 2.02439475713594898196e+17, -7.78877196265950026825e+17,
-)
-_BESSEL_Y1_YQ = (
-    5.94301592346128195359e+02, 2.35564092943068577943e+05, 7.34811944459721705660e+07,
-    1.87601316108706159478e+10, 3.88231277496238566008e+12, 6.20557727146953693363e+14,
-    6.87141087355300489866e+16, 3.97270608116560655612e+18,
-)
-# Cephes' i0 Chebyshev coefficients, shared with i0/i0e in misc.py
-_MODIFIED_BESSEL_I0_A, _MODIFIED_BESSEL_I0_B = _I0_A, _I0_B
-_MODIFIED_BESSEL_I1_A = (
-    2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16,
-    -1.10559694773538630805e-15, 7.60068429473540693410e-15, -5.04218550472791168711e-14,
-    3.22379336594557470981e-13, -1.98397439776494371520e-12, 1.17361862988909016308e-11,
-    -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-09,
-    9.38153738649577178388e-09, -4.44505912879632808065e-08, 2.00329475355213526229e-07,
-    -8.56872026469545474066e-07, 3.47025130813767847674e-06, -1.32731636560394358279e-05,
-    4.78156510755005422638e-05, -1.61760815825896745588e-04, 5.12285956168575772895e-04,
-    -1.51357245063125314899e-03, 4.15642294431288815669e-03, -1.05640848946261981558e-02,
-    2.47264490306265168283e-02, -5.29459812080949914269e-02, 1.02643658689847095384e-01,
-    -1.76416518357834055153e-01, 2.52587186443633654823e-01,
-)
-_MODIFIED_BESSEL_I1_B = (
-    7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17,
-    -3.20952592199342395980e-17, 2.96262899764595013876e-16, 3.30820231092092828324e-16,
-    -1.88035477551078244854e-15, -3.81440307243700780478e-15, 1.04202769841288027642e-14,
-    4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
-    -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11,
-    3.25260358301548823856e-11, -1.89749581235054123450e-11, -5.58974346219658380687e-10,
-    -3.83538038596423702205e-09, -2.63146884688951950684e-08, -2.51223623787020892529e-07,
-    -3.88256480887769039346e-06, -1.10588938762623716291e-04, -9.76109749136146840777e-03,
-    7.78576235018280120474e-01,
-)
-_MODIFIED_BESSEL_K0_A = (
-    1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11,
-    1.90451637722020886025e-09, 2.53479107902614945675e-07, 2.28621210311945178607e-05,
-    1.26461541144692592338e-03, 3.59799365153615016266e-02, 3.44289899924628486886e-01,
-    -5.35327393233902768720e-01,
-)
-_MODIFIED_BESSEL_K0_B = (
-    5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17,
-    -1.67823109680541210385e-16, 5.51205597852431940784e-16, -1.84859337734377901440e-15,
-    6.34007647740507060557e-15, -2.22751332699166985548e-14, 8.03289077536357521100e-14,
-    -2.98009692317273043925e-13, 1.14034058820847496303e-12, -4.51459788337394416547e-12,
-    1.85594911495471785253e-11, -7.95748924447710747776e-11, 3.57739728140030116597e-10,
-    -1.69753450938905987466e-09, 8.57403401741422608519e-09, -4.66048989768794782956e-08,
-    2.76681363944501510342e-07, -1.83175552271911948767e-06, 1.39498137188764993662e-05,
-    -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
-    2.44030308206595545468e+00,
-)
-_MODIFIED_BESSEL_K1_A = (
-    -7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13,
-    -1.41148839263352776110e-10, -2.21338763073472585583e-08, -2.43340614156596823496e-06,
-    -1.73028895751305206302e-04, -6.97572385963986435018e-03, -1.22611180822657148235e-01,
-    -3.53155960776544875667e-01, 1.52530022733894777053e+00,
-)
-_MODIFIED_BESSEL_K1_B = (
-    -5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17,
-    1.83809354436663880070e-16, -6.05704724837331885336e-16, 2.03870316562433424052e-15,
-    -7.01983709041831346144e-15, 2.47715442448130437068e-14, -8.97670518232499435011e-14,
-    3.34841966607842919884e-13, -1.28917396095102890680e-12, 5.13963967348173025100e-12,
-    -2.12996783842756842877e-11, 9.21831518760500529508e-11, -4.19035475934189648750e-10,
-    2.01504975519703286596e-09, -1.03457624656780970260e-08, 5.74108412545004946722e-08,
-    -3.50196060308781257119e-07, 2.40648494783721712015e-06, -1.93619797416608296024e-05,
-    1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
-    2.72062619048444266945e+00,
-)
-_DIGAMMA_A = (
-    8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
-    -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
-    8.33333333333333333333E-2,
-)
-_ZETA_A = (
-    12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
-    -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
-    1.8152105401943546773e17, -7.1661652561756670113e18,
-)
+# The series evaluators and coefficient tables are cephes.py's.
 
 _PIO4 = 0.785398163397448309615660845819875721
 _3PIO4 = 2.356194490192344928846982537459627163
@@ -357,106 +139,87 @@ def _div(a, d):
     return a / lax.optimization_barrier(jnp.broadcast_to(jnp.asarray(d, a.dtype), shape))
 
 
-def _polevl(x, coeffs):
-    """ATen's `r = 0; for c: r = r * x + c` (constants rounded to x's dtype, as `static const T`)."""
-    r = jnp.zeros_like(x)
-    for c in coeffs:
-        r = r * x + c
-    return r
-
-
-def _chbevl(t, coeffs):
-    """ATen's Chebyshev-series loop of the modified Bessel functions: returns (a, p), the caller
-    takes 0.5 * (a - p)."""
-    p = q = jnp.zeros_like(t)
-    a = jnp.full_like(t, coeffs[0])
-    for c in coeffs[1:]:
-        p, q = q, a
-        a = t * q - p + c
-    return a, p
-
-
 def _bessel_j0(x):
     x = jnp.abs(x)
     xx = x * x
-    small = (xx - 5.78318596294678452118e+00) * (xx - 3.04712623436620863991e+01) * _polevl(xx, _BESSEL_J0_RP)
-    small = jnp.where(x < 0.00001, 1.0 - xx / 4.0, small / _polevl(xx, _BESSEL_J0_RQ))
+    small = (xx - 5.78318596294678452118e+00) * (xx - 3.04712623436620863991e+01) * polevl(xx, BESSEL_J0_RP)
+    small = jnp.where(x < 0.00001, 1.0 - xx / 4.0, small / polevl(xx, BESSEL_J0_RQ))
     w = 25.0 / xx
-    big = (_polevl(w, _BESSEL_J0_PP) / _polevl(w, _BESSEL_J0_PQ) * jnp.cos(x - _PIO4)
-           - 5.0 / x * (_polevl(w, _BESSEL_J0_QP) / _polevl(w, _BESSEL_J0_QQ)) * jnp.sin(x - _PIO4))
+    big = (polevl(w, BESSEL_J0_PP) / polevl(w, BESSEL_J0_PQ) * jnp.cos(x - _PIO4)
+           - 5.0 / x * (polevl(w, BESSEL_J0_QP) / polevl(w, BESSEL_J0_QQ)) * jnp.sin(x - _PIO4))
     return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
 
 
 def _bessel_j1(x):
     ax = jnp.abs(x)
     xx = ax * ax
-    small = (_polevl(xx, _BESSEL_J1_RP) / _polevl(xx, _BESSEL_J1_RQ) * ax
+    small = (polevl(xx, BESSEL_J1_RP) / polevl(xx, BESSEL_J1_RQ) * ax
              * (xx - 1.46819706421238932572e+01) * (xx - 4.92184563216946036703e+01))
     w = 5.0 / ax * (5.0 / ax)
-    big = (_polevl(w, _BESSEL_J1_PP) / _polevl(w, _BESSEL_J1_PQ) * jnp.cos(ax - _3PIO4)
-           - 5.0 / ax * (_polevl(w, _BESSEL_J1_QP) / _polevl(w, _BESSEL_J1_QQ)) * jnp.sin(ax - _3PIO4))
+    big = (polevl(w, BESSEL_J1_PP) / polevl(w, BESSEL_J1_PQ) * jnp.cos(ax - _3PIO4)
+           - 5.0 / ax * (polevl(w, BESSEL_J1_QP) / polevl(w, BESSEL_J1_QQ)) * jnp.sin(ax - _3PIO4))
     r = jnp.where(ax <= 5.0, small, big * _SQ2OPI / jnp.sqrt(ax))
     return jnp.where(x < 0, -r, r)
 
 
 def _bessel_y0(x):
     xx = x * x
-    small = _polevl(xx, _BESSEL_Y0_YP) / _polevl(xx, _BESSEL_Y0_YQ) + _TWOOPI * jnp.log(x) * _bessel_j0(x)
+    small = polevl(xx, BESSEL_Y0_YP) / polevl(xx, BESSEL_Y0_YQ) + _TWOOPI * jnp.log(x) * _bessel_j0(x)
     small = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, small))
     w = 25.0 / xx
-    big = (_polevl(w, _BESSEL_J0_PP) / _polevl(w, _BESSEL_J0_PQ) * jnp.sin(x - _PIO4)
-           + 5.0 / x * (_polevl(w, _BESSEL_J0_QP) / _polevl(w, _BESSEL_J0_QQ)) * jnp.cos(x - _PIO4))
+    big = (polevl(w, BESSEL_J0_PP) / polevl(w, BESSEL_J0_PQ) * jnp.sin(x - _PIO4)
+           + 5.0 / x * (polevl(w, BESSEL_J0_QP) / polevl(w, BESSEL_J0_QQ)) * jnp.cos(x - _PIO4))
     return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
 
 
 def _bessel_y1(x):
     xx = x * x
-    small = (x * (_polevl(xx, _BESSEL_Y1_YP) / _polevl(xx, _BESSEL_Y1_YQ))
+    small = (x * (polevl(xx, BESSEL_Y1_YP) / polevl(xx, BESSEL_Y1_YQ))
              + _TWOOPI * (_bessel_j1(x) * jnp.log(x) - 1.0 / x))
     small = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, small))
     w = 5.0 / x * (5.0 / x)
-    big = (_polevl(w, _BESSEL_J1_PP) / _polevl(w, _BESSEL_J1_PQ) * jnp.sin(x - _3PIO4)
-           + 5.0 / x * (_polevl(w, _BESSEL_J1_QP) / _polevl(w, _BESSEL_J1_QQ)) * jnp.cos(x - _3PIO4))
+    big = (polevl(w, BESSEL_J1_PP) / polevl(w, BESSEL_J1_PQ) * jnp.sin(x - _3PIO4)
+           + 5.0 / x * (polevl(w, BESSEL_J1_QP) / polevl(w, BESSEL_J1_QQ)) * jnp.cos(x - _3PIO4))
     return jnp.where(x <= 5.0, small, big * _SQ2OPI / jnp.sqrt(x))
 
 
 def _modified_bessel_i0(x):
     ax = jnp.abs(x)
-    a, p = _chbevl(ax / 2.0 - 2.0, _MODIFIED_BESSEL_I0_A)
-    b, pb = _chbevl(32.0 / ax - 2.0, _MODIFIED_BESSEL_I0_B)
+    a = chbevl(ax / 2.0 - 2.0, I0_A)
+    b = chbevl(32.0 / ax - 2.0, I0_B)
     e = jnp.exp(ax)
-    return jnp.where(ax <= 8.0, e * (0.5 * (a - p)), e * (0.5 * (b - pb)) / jnp.sqrt(ax))
+    return jnp.where(ax <= 8.0, e * a, e * b / jnp.sqrt(ax))
 
 
 def _modified_bessel_i1(x):
     ax = jnp.abs(x)
-    a, p = _chbevl(ax / 2.0 - 2.0, _MODIFIED_BESSEL_I1_A)
-    b, pb = _chbevl(32.0 / ax - 2.0, _MODIFIED_BESSEL_I1_B)
+    a = chbevl(ax / 2.0 - 2.0, I1_A)
+    b = chbevl(32.0 / ax - 2.0, I1_B)
     e = jnp.exp(ax)
-    r = jnp.where(ax <= 8.0, 0.5 * (a - p) * ax * e, e * (0.5 * (b - pb)) / jnp.sqrt(ax))
+    r = jnp.where(ax <= 8.0, a * ax * e, e * b / jnp.sqrt(ax))
     return jnp.where(x < 0, -r, r)
 
 
 def _modified_bessel_k(x, order, scaled):
     """K0/K1 (scaled: times exp(x)) for x > 0; inf at 0, NaN below."""
     if order == 0:
-        A, B = _MODIFIED_BESSEL_K0_A, _MODIFIED_BESSEL_K0_B
+        A, B = K0_A, K0_B
     else:
-        A, B = _MODIFIED_BESSEL_K1_A, _MODIFIED_BESSEL_K1_B
-    a, p = _chbevl(x * x - 2.0, A)
-    b, pb = _chbevl(8.0 / x - 2.0, B)
+        A, B = K1_A, K1_B
+    a = chbevl(x * x - 2.0, A)
+    b = chbevl(8.0 / x - 2.0, B)
     if order == 0 and not scaled:
         # ATen writes `std::log(0.5 * x)`: a double, so this line runs in float64
         wide = np.dtype(np.float64)
-        small = cast(0.5 * (a - p), wide) - jnp.log(0.5 * cast(x, wide)) * cast(_modified_bessel_i0(x), wide)
+        small = cast(a, wide) - jnp.log(0.5 * cast(x, wide)) * cast(_modified_bessel_i0(x), wide)
         small = cast(small, x.dtype)
     elif order == 0:
-        small = (0.5 * (a - p) - jnp.log(0.5 * x) * _modified_bessel_i0(x)) * jnp.exp(x)
+        small = (a - jnp.log(0.5 * x) * _modified_bessel_i0(x)) * jnp.exp(x)
     else:
-        small = jnp.log(0.5 * x) * _modified_bessel_i1(x) + 0.5 * (a - p) / x
+        small = jnp.log(0.5 * x) * _modified_bessel_i1(x) + a / x
         if scaled:
             small = small * jnp.exp(x)
-    big = 0.5 * (b - pb) / jnp.sqrt(x) if scaled else jnp.exp(-x) * (0.5 * (b - pb)) / jnp.sqrt(x)
+    big = b / jnp.sqrt(x) if scaled else jnp.exp(-x) * b / jnp.sqrt(x)
     r = jnp.where(x <= 2.0, small, big)
     return jnp.where(x == 0, jnp.inf, jnp.where(x < 0, jnp.nan, r))
 
@@ -469,12 +232,12 @@ def _airy_ai(x):
     zz = z * z
     t = _div(-2.0 * x * sx, 3.0) + np.asarray(0.25, dt) * np.asarray(math.pi, dt)
     neg = (np.asarray(5.64189583547756286948e-01, dt) / jnp.sqrt(sx)
-           * (jnp.sin(t) * (1.0 + zz * _polevl(zz, _AIRY_AI_AFN) / _polevl(zz, _AIRY_AI_AFD))
-              - jnp.cos(t) * (z * _polevl(zz, _AIRY_AI_AGN) / _polevl(zz, _AIRY_AI_AGD))))
+           * (jnp.sin(t) * (1.0 + zz * polevl(zz, AIRY_AI_AFN) / polevl(zz, AIRY_AI_AFD))
+              - jnp.cos(t) * (z * polevl(zz, AIRY_AI_AGN) / polevl(zz, AIRY_AI_AGD))))
     # x >= 2.09: exponentially small
     zeta = _div(2.0 * x * jnp.sqrt(x), 3.0)
     iz = 1.0 / zeta
-    pos = (np.asarray(5.64189583547756286948e-01, dt) * (_polevl(iz, _AIRY_AI_AN) / _polevl(iz, _AIRY_AI_AD))
+    pos = (np.asarray(5.64189583547756286948e-01, dt) * (polevl(iz, AIRY_AI_AN) / polevl(iz, AIRY_AI_AD))
            / (2.0 * jnp.sqrt(jnp.sqrt(x)) * jnp.exp(zeta)))
     # in between: the Maclaurin series, until a term is below epsilon relative to the sum
     series = (x >= -2.09) & (x < 2.09)
@@ -535,7 +298,7 @@ def _calc_digamma(x):
         result = jnp.where(lt, result - 1 / y, result)
         y = jnp.where(lt, y + 1, y)
     z = 1 / (y * y)
-    tail = jnp.where(y < 1.0e17, z * _polevl(z, _DIGAMMA_A), jnp.zeros_like(y))
+    tail = jnp.where(y < 1.0e17, z * polevl(z, DIGAMMA_A), jnp.zeros_like(y))
     r = jnp.where(y == 10, result + np.asarray(2.25175258906672110764, dt), result + jnp.log(y) - 0.5 / y - tail)
     wide = cast(x, _F64)
     frac = wide - jnp.trunc(wide)
@@ -552,7 +315,7 @@ def _zeta(x, q, acc):
     machep = 1.11022302462515654042e-16
     xa, qa = cast(x, acc), cast(q, acc)
     special = (x == 1) | (x < 1) | ((q <= 0) & ((q == jnp.floor(q)) | (x != jnp.floor(x))))
-    s0 = cast(_float_pow(q, -x), acc)
+    s0 = cast(float_pow(q, -x), acc)
 
     def looping(i, a, done):
         return ~done & ((i < 9) | (a <= 9.0))
@@ -565,7 +328,7 @@ def _zeta(x, q, acc):
         i, a, b, s, done = st
         act = looping(i, a, done)
         a2 = a + 1.0
-        b2 = _float_pow(a2, -xa)
+        b2 = float_pow(a2, -xa)
         s2 = s + b2
         a, b, s = jnp.where(act, a2, a), jnp.where(act, b2, b), jnp.where(act, s2, s)
         done = done | (act & (-machep * s < b) & (b < machep * s))
@@ -577,7 +340,7 @@ def _zeta(x, q, acc):
     s = jnp.where(done, s, s + b * w / (xa - 1.0) - 0.5 * b)
     a = jnp.ones_like(xa)
     k = 0.0
-    for c in _ZETA_A:
+    for c in ZETA_A:
         a = a * (xa + k)
         b = b / w
         t = _div(a * b, c)
@@ -710,7 +473,7 @@ _DTYPE_NAMES = {np.dtype(ml_dtypes.bfloat16): "BFloat16", np.dtype(np.float16): 
 
 def _float32_64(name, dt):
     """The CPU kernels of the Cephes functions exist for float32/float64 only."""
-    if not _is_float(dt) or is_low_precision(dt):
+    if not is_float(dt) or is_low_precision(dt):
         raise _not_implemented(name, dt)
 
 
@@ -723,7 +486,7 @@ def _float_unary(name, fn):
     float16/bfloat16 raise as on the CPU."""
 
     def lowering(self):
-        dt = _float_dtype(self.dtype)
+        dt = float_dtype(self.dtype)
         _float32_64(name, dt)
         return fn(cast(self, dt))
 
@@ -735,7 +498,7 @@ def _polynomial(name, fn):
     truncated to int64 as ATen's static_cast does (NaN, inf and out of range give INT64_MIN on x86)."""
 
     def lowering(x, n):
-        dt = _float_dtype(result_dtype(x, n))
+        dt = float_dtype(result_dtype(x, n))
         _float32_64(name, dt)
         return fn(cast(x, dt), cast(cast(n, dt), np.int64))
 
@@ -749,7 +512,7 @@ def _igamma(name, upper):
 
     def lowering(self, other):
         dt = result_dtype(self, other)
-        if not _is_float(dt):  # float16/bfloat16 too: computed in float
+        if not is_float(dt):  # float16/bfloat16 too: computed in float
             raise _not_implemented(name, dt)
         a, x = jnp.broadcast_arrays(cast(self, _F64), cast(other, _F64))
         lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)  # values at x = 0 and at x = inf
@@ -767,130 +530,17 @@ def _igamma(name, upper):
 # ---------------------------------------------------------------------------------------------
 # lowerings, alphabetical
 
-# __lshift__.Scalar(Tensor self, Scalar other) -> Tensor
-# __lshift__.Tensor(Tensor self, Tensor other) -> Tensor
-lower(aten.__lshift__.Scalar, aten.__lshift__.Tensor)(_shift(True))
 
-# __rshift__.Scalar(Tensor self, Scalar other) -> Tensor
-# __rshift__.Tensor(Tensor self, Tensor other) -> Tensor
-lower(aten.__rshift__.Scalar, aten.__rshift__.Tensor)(_shift(False))
-
-
-# adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
-@lower(aten.adaptive_max_pool2d.default)
-def adaptive_max_pool2d(self, output_size):
-    oh, ow = output_size
-    H, W = self.shape[-2:]
-    if self.ndim not in (3, 4) or H == 0 or W == 0:
-        raise RuntimeError("adaptive_max_pool2d(): Expected 3D or 4D tensor with non-zero spatial dims")
-    ri, rv, kh = _adaptive_windows(H, oh)
-    ci, cv, kw = _adaptive_windows(W, ow)
-    # (..., oh, kh, ow, kw) -> (..., oh, ow, kh*kw)
-    v = self[..., ri[:, :, None, None], ci[None, None, :, :]]
-    v = jnp.moveaxis(v, -3, -2).reshape(*self.shape[:-2], oh, ow, kh * kw)
-    mask = (rv[:, :, None, None] & cv[None, None, :, :]).transpose(0, 2, 1, 3).reshape(oh, ow, kh * kw)
-    flat = (ri[:, :, None, None] * W + ci[None, None, :, :]).transpose(0, 2, 1, 3).reshape(oh, ow, kh * kw)
-    neg = jnp.asarray(-jnp.inf, self.dtype) if jnp.issubdtype(self.dtype, jnp.floating) else jnp.iinfo(self.dtype).min
-    v = jnp.where(mask, v, neg)
-    if jnp.issubdtype(self.dtype, jnp.floating):
-        nan = jnp.isnan(v) & mask
-        last_nan = kh * kw - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
-        pos = jnp.where(jnp.any(nan, axis=-1), last_nan, jnp.argmax(v, axis=-1))
-    else:
-        pos = jnp.argmax(v, axis=-1)
-    vals = jnp.take_along_axis(v, pos[..., None], axis=-1)[..., 0]
-    idx = jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(flat), v.shape), pos[..., None], axis=-1)[..., 0]
-    return vals, idx.astype(jnp.int64)
-
-
-# adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
-@lower(aten.adaptive_max_pool2d_backward.default)
-def adaptive_max_pool2d_backward(grad_output, self, indices):
-    H, W = self.shape[-2:]
-    require_in_range(indices, H * W, RuntimeError, "adaptive_max_pool2d_backward: index out of range", False)
-    lead = self.shape[:-2]
-    n = int(np.prod(lead)) if lead else 1
-    g = cast(grad_output, _compute(self.dtype)).reshape(n, -1)
-    i = indices.reshape(n, -1)
-    rows = jnp.arange(n)[:, None]
-    out = jnp.zeros((n, H * W), g.dtype).at[rows, i].add(g)
-    return cast(out.reshape(self.shape), self.dtype)
-
-
-# angle(Tensor self) -> Tensor
-@lower(aten.angle.default)
-def angle(self):
-    if jnp.issubdtype(self.dtype, jnp.complexfloating):
-        return jnp.angle(self)
-    dt = _float_dtype(self.dtype)
-    x = cast(self, _compute(dt))
-    r = jnp.where(x < 0, np.asarray(math.pi, x.dtype), jnp.zeros_like(x))
-    return _out(jnp.where(jnp.isnan(x), x, r), dt)
-
-
-# bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
-# bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
-lower(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar)(_shift(True))
-
-
-# bitwise_left_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
-@lower(aten.bitwise_left_shift.Scalar_Tensor)
-def bitwise_left_shift_scalar_tensor(self, other):
-    return _shift(True)(self, other)
-
-
-# bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
-# bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
-lower(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar)(_shift(False))
-
-
-# bitwise_right_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor
-@lower(aten.bitwise_right_shift.Scalar_Tensor)
-def bitwise_right_shift_scalar_tensor(self, other):
-    return _shift(False)(self, other)
-
-
-# deg2rad(Tensor self) -> Tensor
-lower(aten.deg2rad.default)(_unary_float(lambda x: x * np.asarray(math.pi / 180, x.dtype)))
+# digamma(Tensor self) -> Tensor
+lower(aten.digamma.default)(unary_float(_digamma))
 
 
 # erfc(Tensor self) -> Tensor
-lower(aten.erfc.default)(_unary_float(lax.erfc))
+lower(aten.erfc.default)(unary_float(lax.erfc))
 
 
-# frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
-@lower(aten.frexp.Tensor)
-def frexp(self):
-    _float_only("frexp", self.dtype)
-    x = cast(self, _compute(self.dtype))
-    m, e = jnp.frexp(x)
-    # subnormals (XLA flushes them): the mantissa field as an exact integer, scaled by 2^-(bias+frac)
-    info = np.finfo(x.dtype)
-    ity = jnp.int32 if info.bits == 32 else jnp.int64
-    bits = lax.bitcast_convert_type(x, ity)
-    field = (bits & ((1 << info.nmant) - 1)).astype(x.dtype)
-    sm, se = jnp.frexp(field)
-    sub = (jnp.abs(bits & ~(np.asarray(1, ity) << (info.bits - 1))) < (1 << info.nmant)) & (field != 0)
-    m = jnp.where(sub, jnp.where(bits < 0, -sm, sm), m)
-    e = jnp.where(sub, se + (info.minexp - info.nmant), e)
-    return cast(m, self.dtype), e.astype(jnp.int32)
-
-
-# gcd(Tensor self, Tensor other) -> Tensor
-@lower(aten.gcd.default)
-def gcd(self, other):
-    a, b, dt = _int_args("gcd_cpu", self, other)
-    return _gcd(a, b)
-
-
-# heaviside(Tensor self, Tensor values) -> Tensor
-@lower(aten.heaviside.default)
-def heaviside(self, values):
-    dt = result_dtype(self, values)
-    if np.dtype(self.dtype) != np.dtype(values.dtype):
-        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
-    x, v = cast(self, dt), cast(values, dt)
-    return jnp.where(x == 0, v, cast(x > 0, dt))
+# i0(Tensor self) -> Tensor
+lower(aten.i0.default)(unary_float(_i0))
 
 
 # igamma(Tensor self, Tensor other) -> Tensor
@@ -900,41 +550,8 @@ lower(aten.igamma.default)(_igamma("igamma_cpu", upper=False))
 lower(aten.igammac.default)(_igamma("igammac_cpu", upper=True))
 
 
-# lcm(Tensor self, Tensor other) -> Tensor
-@lower(aten.lcm.default)
-def lcm(self, other):
-    a, b, dt = _int_args("lcm_cpu", self, other)
-    a, b = jnp.broadcast_arrays(a, b)
-    g = _gcd(a, b)
-    safe = jnp.where(g == 0, jnp.ones_like(g), g)
-    return jnp.where(g == 0, jnp.zeros_like(g), jnp.abs(lax.div(a, safe) * b))
-
-
-# logaddexp(Tensor self, Tensor other) -> Tensor
-@lower(aten.logaddexp.default)
-@_binary_float
-def logaddexp(a, b):
-    m = jnp.maximum(a, b)
-    r = m + jnp.log1p(jnp.exp(-jnp.abs(a - b)))
-    return jnp.where(jnp.isinf(a) & (a == b), a, r)
-
-
-# logaddexp2(Tensor self, Tensor other) -> Tensor
-@lower(aten.logaddexp2.default)
-@_binary_float
-def logaddexp2(a, b):
-    m = jnp.maximum(a, b)
-    r = m + jnp.log1p(jnp.exp2(-jnp.abs(a - b))) * np.asarray(1 / math.log(2), a.dtype)
-    return jnp.where(jnp.isinf(a) & (a == b), a, r)
-
-
-# nextafter(Tensor self, Tensor other) -> Tensor
-@lower(aten.nextafter.default)
-def nextafter(self, other):
-    dt = result_dtype(self, other)
-    _float_only("nextafter_cpu", dt)
-    a, b = jnp.broadcast_arrays(cast(self, dt), cast(other, dt))
-    return lax.nextafter(a, b)
+# lgamma(Tensor self) -> Tensor
+lower(aten.lgamma.default)(unary_float(lambda x: lax.lgamma(x)))
 
 
 # polygamma(int n, Tensor self) -> Tensor
@@ -942,8 +559,8 @@ def nextafter(self, other):
 def polygamma(n, self):
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    dt = _float_dtype(self.dtype)
-    x = cast(self, _compute(dt))
+    dt = float_dtype(self.dtype)
+    x = cast(self, compute_dtype(dt))
     if n == 0:
         r = _calc_digamma(x)
     elif n == 1:
@@ -958,19 +575,7 @@ def polygamma(n, self):
         acc = _F64 if dt == x.dtype else x.dtype
         z = _zeta(jnp.full_like(x, n + 1), x, acc)
         r = np.asarray(fact if n % 2 else -fact, x.dtype) * z
-    return _out(r, dt)
-
-
-# rad2deg(Tensor self) -> Tensor
-lower(aten.rad2deg.default)(_unary_float(lambda x: x * np.asarray(180 / math.pi, x.dtype)))
-
-
-# sinc(Tensor self) -> Tensor
-@lower(aten.sinc.default)
-@_unary_float
-def sinc(x):
-    p = x * np.asarray(math.pi, x.dtype)
-    return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(p) / p)
+    return cast(r, dt)
 
 
 # special_airy_ai(Tensor x) -> Tensor
@@ -1022,7 +627,7 @@ lower(aten.special_chebyshev_polynomial_w.default, aten.special_chebyshev_polyno
 
 
 # special_erfcx(Tensor self) -> Tensor
-lower(aten.special_erfcx.default)(_no_low_precision("erfcx_cpu", _unary_float(_erfcx)))
+lower(aten.special_erfcx.default)(_no_low_precision("erfcx_cpu", unary_float(_erfcx)))
 
 # special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor
 # special_hermite_polynomial_h.x_scalar(Scalar x, Tensor n) -> Tensor
@@ -1041,13 +646,13 @@ lower(aten.special_hermite_polynomial_he.default, aten.special_hermite_polynomia
 )
 
 # special_i0e(Tensor self) -> Tensor
-lower(aten.special_i0e.default)(_unary_float(lambda x: jax.scipy.special.i0e(x)))
+lower(aten.special_i0e.default)(unary_float(lambda x: jax.scipy.special.i0e(x)))
 
 # special_i1(Tensor self) -> Tensor
-lower(aten.special_i1.default)(_unary_float(lambda x: jax.scipy.special.i1(x)))
+lower(aten.special_i1.default)(unary_float(lambda x: jax.scipy.special.i1(x)))
 
 # special_i1e(Tensor self) -> Tensor
-lower(aten.special_i1e.default)(_unary_float(lambda x: jax.scipy.special.i1e(x)))
+lower(aten.special_i1e.default)(unary_float(lambda x: jax.scipy.special.i1e(x)))
 
 
 # special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor
@@ -1069,7 +674,7 @@ lower(aten.special_legendre_polynomial_p.default, aten.special_legendre_polynomi
 
 # special_log_ndtr(Tensor self) -> Tensor
 @lower(aten.special_log_ndtr.default)
-@lambda fn: _no_low_precision("log_ndtr_cpu", _unary_float(fn))
+@lambda fn: _no_low_precision("log_ndtr_cpu", unary_float(fn))
 def special_log_ndtr(x):
     t = x * np.asarray(math.sqrt(0.5), x.dtype)
     lo = jnp.log(_erfcx(-t) / 2) - t * t
@@ -1094,7 +699,7 @@ lower(aten.special_modified_bessel_k1.default)(
 )
 
 # special_ndtri(Tensor self) -> Tensor
-lower(aten.special_ndtri.default)(_no_low_precision("ndtri_cpu", _unary_float(lambda x: jax.scipy.special.ndtri(x))))
+lower(aten.special_ndtri.default)(_no_low_precision("ndtri_cpu", unary_float(lambda x: jax.scipy.special.ndtri(x))))
 
 
 # special_scaled_modified_bessel_k0(Tensor x) -> Tensor
@@ -1148,7 +753,7 @@ lower(aten.special_spherical_bessel_j0.default)(_float_unary("spherical_bessel_j
 lower(aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar)(
     # (16-bit: PyTorch's CPU kernel rounds the Scalar and the log to the dtype before multiplying; this
     # rounds once, within an ulp of it)
-    _binary_float(_xlog1py, rounded=False)
+    binary_float(_xlog1py, rounded=False)
 )
 
 # special_zeta(Tensor self, Tensor other) -> Tensor
@@ -1156,7 +761,7 @@ lower(aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.spec
 # special_zeta.self_scalar(Scalar self, Tensor other) -> Tensor
 @lower(aten.special_zeta.default, aten.special_zeta.other_scalar, aten.special_zeta.self_scalar)
 def special_zeta(self, other):
-    dt = _float_dtype(result_dtype(self, other))
+    dt = float_dtype(result_dtype(self, other))
     _float32_64("zeta_cpu", dt)
     return _zeta(cast(self, dt), cast(other, dt), _F64)
 
@@ -1164,4 +769,4 @@ def special_zeta(self, other):
 # xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor
 # xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor
 # (16-bit: as xlog1py, the CPU rounds the Scalar and the log; this rounds once, within an ulp)
-lower(aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)(_binary_float(_xlogy, rounded=False))
+lower(aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self)(binary_float(_xlogy, rounded=False))

@@ -1,0 +1,112 @@
+"""Lowerings of ops/shape.py (cat, stack, constant_pad_nd, repeat/flip/roll, tril/triu, diag_embed,
+index_select): each compared with PyTorch's CPU kernel as a pure jax function (tests/lowering_harness.py) and,
+where the op reaches eager, the user-level call run on the neuron device vs the CPU with no CPU
+fallback (tests/device_harness.py)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+from device_harness import check_device  # noqa: E402
+from lowering_harness import check_lowering, run_lowering  # noqa: E402
+
+aten = torch.ops.aten
+
+
+def chk(op, *args, **kwargs):
+    """check_lowering: torch's default tolerances for the result's dtype (bfloat16 too: both sides
+    compute in float32 and round once), unless a family of tests/tolerances.py is given."""
+    check_lowering(op, *args, **kwargs)
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def randint(*shape, dtype=torch.int64, high=10):
+    return torch.randint(-high, high, shape).to(dtype)
+
+
+def dev(fn, *args, must_run, **kwargs):
+    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# shape copies
+
+
+def test_cat():
+    a, b = randn(2, 3), randn(4, 3)
+    chk(aten.cat.default, [a, b])
+    chk(aten.cat.default, [randn(2, 3), randn(2, 5)], -1)
+    chk(aten.cat.default, [a, torch.empty(0), b])  # legacy (0,) tensors are skipped
+    chk(aten.cat.default, [torch.empty(0), a])
+    chk(aten.cat.default, [a, randint(1, 3)])  # float + int -> float
+    chk(aten.cat.default, [randint(2, 3, dtype=torch.int8), torch.ones(1, 3, dtype=torch.bool)])
+    chk(aten.cat.default, [randint(2, 3, dtype=torch.uint8), randint(2, 3, dtype=torch.int8)], 1)
+    chk(aten.cat.default, [a.bfloat16(), b.bfloat16()])
+    chk(aten.cat.default, [a])
+    chk(aten.cat.default, [torch.empty(0), torch.empty(0)])
+    chk(aten.cat.default, [randn(2, 0, 3), randn(2, 4, 3)], 1)
+    assert run_lowering(aten.cat.default, [a, randint(1, 3)]).dtype == torch.float32
+
+
+def test_stack():
+    chk(aten.stack.default, [randn(2, 3), randn(2, 3), randn(2, 3)])
+    chk(aten.stack.default, [randn(2, 3), randn(2, 3)], -1)
+    chk(aten.stack.default, [randn(2, 3), randn(2, 3)], 1)
+    chk(aten.stack.default, [randint(2, 3), randn(2, 3).bfloat16()], 2)
+
+
+def test_constant_pad_nd():
+    x = randn(2, 3, 4)
+    chk(aten.constant_pad_nd.default, x, [1, 2])
+    chk(aten.constant_pad_nd.default, x, [1, 2, 0, 3], 1.5)
+    chk(aten.constant_pad_nd.default, x, [-1, 2, 1, -2, 1, 1], -7.0)
+    chk(aten.constant_pad_nd.default, randint(3, 3), [2, 2], 9)
+    chk(aten.constant_pad_nd.default, torch.ones(2, 2, dtype=torch.bool), [1, 0])
+    chk(aten.constant_pad_nd.default, x.bfloat16(), [0, 1], 0.5)
+
+
+def test_repeat_flip_roll():
+    x = randn(2, 3)
+    chk(aten.repeat.default, x, [2, 3])
+    chk(aten.repeat.default, x, [2, 1, 2])
+    chk(aten.repeat.default, x, [0, 2])
+    chk(aten.repeat.default, torch.tensor(3), [4])
+    y = randn(2, 3, 4)
+    chk(aten.flip.default, y, [0])
+    chk(aten.flip.default, y, [-1, 1])
+    chk(aten.flip.default, y, [])
+    chk(aten.roll.default, y, [1])
+    chk(aten.roll.default, y, [-2], [1])
+    chk(aten.roll.default, y, [5, -1], [-1, 0])
+    chk(aten.roll.default, randint(3, 4), [7], [1])
+
+
+def test_tril_triu():
+    for x, d in ((randn(4, 6), 0), (randn(2, 5, 3), 1), (torch.ones(3, 3, dtype=torch.bool), -2), (randint(4, 4), 10)):
+        chk(aten.tril.default, x, d)
+        chk(aten.triu.default, x, -d)
+
+
+def test_index_select():
+    x = randn(5, 4, 3)
+    chk(aten.index_select.default, x, 0, torch.tensor([4, 0, 0, 2]))
+    chk(aten.index_select.default, x, -1, torch.tensor([2, 1], dtype=torch.int32))
+    chk(aten.index_select.default, x, 1, torch.tensor(3))
+    chk(aten.index_select.default, x, 1, torch.tensor([], dtype=torch.int64))
+    chk(aten.index_select.default, torch.tensor(2.0), 0, torch.tensor([0]))
+    chk(aten.index_select.default, randint(5, 2).bfloat16(), 0, torch.tensor([1, 1]))
+
+
+def test_diag_embed():
+    v = torch.randn(2, 4)
+    for offset, d1, d2 in [(0, -2, -1), (1, 0, 2), (-2, 2, 0), (3, 1, 2)]:
+        chk(aten.diag_embed.default, v, offset, d1, d2)
+    chk(aten.diag_embed.default, torch.randn(3).to(torch.bfloat16))
+    chk(aten.diag_embed.default, torch.randint(0, 9, (2, 3)), -1)
+    dev(lambda t: torch.diag_embed(t, offset=1), v, must_run="aten.diag_embed.default")
