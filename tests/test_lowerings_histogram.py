@@ -129,3 +129,25 @@ def test_bincount_errors_match_cpu():
             torch.bincount(bad, **kwargs)
         with pytest.raises(RuntimeError, match=str(cpu.value).split(".")[0]):
             torch.bincount(bad.to("neuron"), **kwargs)
+
+
+@pytest.mark.parametrize("bad", [
+    {"bins": [3, 4, 5]},  # more bins than dimensions
+    {"bins": [3]},  # fewer
+    {"bins": [3, 4], "range": [0.0, 1.0]},  # a range for one dimension of two
+    {"bins": [3, 4], "nan_in": 1},  # a dimension whose range is not finite
+])
+def test_histogramdd_bin_edges_rejects_what_the_cpu_rejects(bad):
+    """histogramdd's edges run their lowering in eager mode (a Tensor[] result): its argument checks
+    (meta) and value checks (in the executable) raise the CPU's error, naming the dimension."""
+    x = torch.rand(10, 2, generator=torch.Generator().manual_seed(0))
+    if "nan_in" in bad:
+        x[0, bad["nan_in"]] = float("nan")
+    kwargs = {k: v for k, v in bad.items() if k in ("bins", "range")}
+    with pytest.raises(RuntimeError) as cpu:
+        torch.histogramdd(x, **kwargs)
+    with pytest.raises(RuntimeError) as dev:
+        torch.histogramdd(x.to("neuron"), **kwargs)
+    expected = str(cpu.value).split(" [")[0]  # the CPU also prints the range it found
+    assert expected.removesuffix("'s range") in str(dev.value)
+    assert "_histogramdd_bin_edges" in str(dev.value)

@@ -1,8 +1,11 @@
-"""Meta kernels PyTorch lacks (the histograms, fractional_max_pool3d_backward): the executor, like
-compiled graphs, learns result shapes and dtypes from meta."""
+"""Meta kernels PyTorch lacks (the histograms, fractional_max_pool3d_backward, and the linalg ones
+`ops.linalg_decomp` defines): the executor, like compiled graphs, learns result shapes and dtypes
+from meta."""
 from __future__ import annotations
 
 import torch
+
+from ..ops.linalg_decomp import META_FUNCTIONS as LINALG_META_FUNCTIONS
 
 aten = torch.ops.aten
 
@@ -28,13 +31,23 @@ def _meta_histogram_bins_tensor(self, bins, *, weight=None, density=False):
     return self.new_empty((bins.numel() - 1,)), self.new_empty(bins.shape)
 
 
-def _meta_histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+def _meta_histogramdd_check(self, bins, range):
     _meta_hist_check(self, "histogramdd")
+    n = self.size(-1) if self.dim() else 1
+    if len(bins) != n:
+        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost dimension of the input.")
+    if range is not None and len(range) != 2 * n:
+        raise RuntimeError(f"torch.histogramdd: for a {n}-dimensional histogram range should have {2 * n} "
+                           f"elements, but got {len(range)}")
+
+
+def _meta_histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    _meta_histogramdd_check(self, bins, range)
     return [self.new_empty((int(b) + 1,)) for b in bins]
 
 
 def _meta_histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
-    _meta_hist_check(self, "histogramdd")
+    _meta_histogramdd_check(self, bins, range)
     return self.new_empty(tuple(int(b) for b in bins))
 
 
@@ -54,4 +67,5 @@ META_KERNELS = {
     aten._histogramdd_bin_edges.default: _meta_histogramdd_bin_edges,
     aten._histogramdd_from_bin_cts.default: _meta_histogramdd_from_bin_cts,
     aten._histogramdd_from_bin_tensors.default: _meta_histogramdd_from_bin_tensors,
+    **LINALG_META_FUNCTIONS,
 }

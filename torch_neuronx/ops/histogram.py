@@ -58,8 +58,9 @@ def _hist_outer_edges(x2, range_):
     elif m > 0:
         xf = x2.astype(_F64)
         left, right = jnp.min(xf, axis=0), jnp.max(xf, axis=0)
-        require(jnp.all(jnp.isfinite(left) & jnp.isfinite(right)), RuntimeError,
-                "torch.histogramdd: a dimension's range is not finite")
+        for k in range(d):  # the CPU names the dimension (and its range, which only the device knows)
+            require(jnp.isfinite(left[k]) & jnp.isfinite(right[k]), RuntimeError,
+                    f"torch.histogramdd: dimension {k}'s range is not finite")
     else:
         left, right = jnp.zeros((d,), _F64), jnp.ones((d,), _F64)
     same = left == right

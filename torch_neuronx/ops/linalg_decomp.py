@@ -621,7 +621,7 @@ def _neg_view(self):
 @lower(aten.geqrf.default)
 def geqrf(self):
     # LAPACK's Householder QR (R above the diagonal, the reflectors below it); jax names it raw QR
-    # and returns it transposed. (PyTorch has no meta kernel for geqrf: see _register_meta_kernels.)
+    # and returns it transposed. (PyTorch has no meta kernel for geqrf: see META_FUNCTIONS.)
     h, tau = jnp.linalg.qr(self, mode="raw")
     return _mT(h), tau
 
@@ -1034,19 +1034,11 @@ def _meta_lstsq_out(self, b, rcond=None, *, driver=None, solution, residuals, ra
     return _resize_outs((solution, residuals, rank, singular_values), _meta_lstsq(self, b, rcond, driver=driver))
 
 
-_meta_library = None
-
-
-def _register_meta_kernels():
-    global _meta_library
-    if _meta_library is not None:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    for name, fn in (("geqrf", _meta_geqrf), ("geqrf.a", _meta_geqrf_out),
-                     ("linalg_lstsq", _meta_lstsq), ("linalg_lstsq.out", _meta_lstsq_out)):
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
-            lib.impl(name, fn, "Meta")
-    _meta_library = lib
-
-
-_register_meta_kernels()
+# Meta functions PyTorch lacks for ops lowered here (the eager executor and fake tensors learn result
+# shapes from meta); eager/meta_kernels.py registers them
+META_FUNCTIONS = {
+    aten.geqrf.default: _meta_geqrf,
+    aten.geqrf.a: _meta_geqrf_out,
+    aten.linalg_lstsq.default: _meta_lstsq,
+    aten.linalg_lstsq.out: _meta_lstsq_out,
+}

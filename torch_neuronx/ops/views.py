@@ -15,15 +15,14 @@ Static arguments (dims, indices, sizes) are checked in Python as PyTorch's meta 
 """
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
 from ..runtime.lazy_jax import jnp, lax
-from .dtypes import to_numpy_dtype
+from .dims import wrap_dim
+from .dtypes import cast, to_numpy_dtype
 from . import layout
 from ._registry import aten, lower, require
-from .elementwise import cast
 
 _I64 = np.dtype(np.int64)
 _BOOL = np.dtype(np.bool_)
@@ -32,14 +31,6 @@ _INT64_MAX = 2**63 - 1
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _wrap_dim(dim: int, ndim: int) -> int:
-    """PyTorch's maybe_wrap_dim: a 0-d tensor accepts dims 0 and -1."""
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return dim % n
 
 
 def _slice_bounds(size: int, start, end, step: int):
@@ -60,7 +51,7 @@ def _slice_bounds(size: int, start, end, step: int):
 def _select_index(x, dim: int, index: int) -> tuple[int, int]:
     if x.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    d = _wrap_dim(dim, x.ndim)
+    d = wrap_dim(dim, x.ndim)
     n = x.shape[d]
     if not -n <= index < n:
         raise IndexError(
@@ -72,7 +63,7 @@ def _select_index(x, dim: int, index: int) -> tuple[int, int]:
 def _diag_positions(shape, offset, dim1, dim2):
     """(d1, d2, length, first row, first col) of diagonal(offset, dim1, dim2)."""
     ndim = len(shape)
-    d1, d2 = _wrap_dim(dim1, ndim), _wrap_dim(dim2, ndim)
+    d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     if offset >= 0:
@@ -249,7 +240,7 @@ def permute(self, dims):
         )
     if self.ndim == 0:
         return self
-    return jnp.transpose(self, tuple(_wrap_dim(d, self.ndim) for d in dims))
+    return jnp.transpose(self, tuple(wrap_dim(d, self.ndim) for d in dims))
 
 
 # select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)
@@ -277,7 +268,7 @@ def select_scatter(self, src, dim, index):
 def slice_tensor(self, dim, start, end, step):
     if self.ndim == 0:
         raise IndexError("slice() cannot be applied to a 0-dim tensor.")
-    d = _wrap_dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     lo, hi = _slice_bounds(self.shape[d], start, end, int(step))
     return lax.slice_in_dim(self, lo, max(hi, lo), int(step), d)
 
@@ -287,7 +278,7 @@ def slice_tensor(self, dim, start, end, step):
 def slice_scatter(self, src, dim, start, end, step):
     if self.ndim == 0:
         raise IndexError("slice() cannot be applied to a 0-dim tensor.")
-    d = _wrap_dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     step = int(step)
     lo, hi = _slice_bounds(self.shape[d], start, end, step)
     n = (hi - lo + step - 1) // step
@@ -309,7 +300,7 @@ def slice_scatter(self, src, dim, start, end, step):
 # split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
 @lower(aten.split.Tensor)
 def split(self, split_size, dim):
-    d = _wrap_dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     n = self.shape[d]
     split_size = int(split_size)
     if split_size < 0 or (split_size == 0 and n > 0):
@@ -322,7 +313,7 @@ def split(self, split_size, dim):
 # split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]
 @lower(aten.split_with_sizes.default)
 def split_with_sizes(self, split_sizes, dim):
-    d = _wrap_dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     sizes = [int(s) for s in split_sizes]
     if sum(sizes) != self.shape[d] or any(s < 0 for s in sizes):
         raise RuntimeError(
@@ -339,9 +330,9 @@ def split_with_sizes(self, split_sizes, dim):
 def _squeeze(self, dims):
     if self.ndim == 0:
         for d in dims:
-            _wrap_dim(d, 0)
+            wrap_dim(d, 0)
         return self
-    wrapped = {_wrap_dim(d, self.ndim) for d in dims}
+    wrapped = {wrap_dim(d, self.ndim) for d in dims}
     keep = tuple(n for i, n in enumerate(self.shape) if not (i in wrapped and n == 1))
     return self.reshape(keep)
 
@@ -376,9 +367,9 @@ def t(self):
 @lower(aten.transpose.int)
 def transpose(self, dim0, dim1):
     if self.ndim == 0:
-        _wrap_dim(dim0, 0), _wrap_dim(dim1, 0)
+        wrap_dim(dim0, 0), wrap_dim(dim1, 0)
         return self
-    return jnp.swapaxes(self, _wrap_dim(dim0, self.ndim), _wrap_dim(dim1, self.ndim))
+    return jnp.swapaxes(self, wrap_dim(dim0, self.ndim), wrap_dim(dim1, self.ndim))
 
 
 # unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]
@@ -386,7 +377,7 @@ def transpose(self, dim0, dim1):
 def unbind(self, dim):
     if self.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
-    d = _wrap_dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     return [lax.index_in_dim(self, i, d, keepdims=False) for i in range(self.shape[d])]
 
 
@@ -394,7 +385,7 @@ def unbind(self, dim):
 @lower(aten.unfold.default)
 def unfold(self, dimension, size, step):
     x = self.reshape(1) if self.ndim == 0 else self
-    d = _wrap_dim(dimension, self.ndim)
+    d = wrap_dim(dimension, self.ndim)
     n = x.shape[d]
     if size > n:
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
@@ -410,7 +401,7 @@ def unfold(self, dimension, size, step):
 # unsqueeze(Tensor(a) self, int dim) -> Tensor(a)
 @lower(aten.unsqueeze.default)
 def unsqueeze(self, dim):
-    return jnp.expand_dims(self, _wrap_dim(dim, self.ndim + 1))
+    return jnp.expand_dims(self, wrap_dim(dim, self.ndim + 1))
 
 
 # view(Tensor(a) self, SymInt[] size) -> Tensor(a)
