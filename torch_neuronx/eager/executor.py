@@ -25,16 +25,21 @@ from ..ops import checks, normalize
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
-                            fresh_storage, wrap)
+                            TensorLayout, fresh_storage, wrap)
 from ..runtime import config, devices, rng, storage
 from ..runtime.lazy_jax import jax, jnp
 from .specs import OpSpec
 
 _Tensor = torch.Tensor
 _tensor_info = storage.tensor_info
+_BUFFERS = storage.BUFFERS
+_storage_key = storage.storage_key
+_empty_strided = torch.empty_strided
+_new_tuple = tuple.__new__
 _pending_events = storage.pending_events
 _executed = metrics.executed_counts()
 _STATIC, _SCALAR, _GENERATOR, _TENSOR = ArgKind.STATIC, ArgKind.SCALAR, ArgKind.GENERATOR, ArgKind.TENSOR
+_FRESH, _ARGUMENT = ReturnKind.FRESH, ReturnKind.ARGUMENT
 # what every key of this process starts with: the platform and whether value checks are compiled in
 _PROCESS = ("platform", config.platform(), "value_checks", checks.ENABLED)
 
@@ -84,15 +89,16 @@ class _Draw:
         self.gen = gen
 
 
-class _Call:
-    """One call's flattened inputs, built while its key is built."""
+class _Call(StorageInputs):
+    """One call's flattened inputs, built while its key is built: the storages its tensors view
+    (it is their StorageInputs), the tensors, the traced scalars, the device."""
 
-    __slots__ = ("tensors", "layouts", "storages", "scalars", "device")
+    __slots__ = ("tensors", "layouts", "scalars", "device")
 
     def __init__(self):
+        self.slots, self.keys, self.nbytes = {}, [], []  # StorageInputs' own fields, set here (hot path)
         self.tensors = []  # neuron tensors, in argument order
         self.layouts = []  # their TensorLayouts
-        self.storages = StorageInputs()
         self.scalars = []  # traced values: Python numbers, and _Draws for generators
         self.device = None
 
@@ -112,7 +118,15 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
         if call.device is not None:
             _raise_mismatch(call, t.device, name)
         call.device = index
-    sig = call.storages.layout(key, nbytes, sizes, strides, offset, dtype, lazy)
+    # StorageInputs.layout, written out: this runs for every tensor of every call
+    slot = call.slots.get(key) if key else None
+    if slot is None:
+        slot = len(call.keys)
+        if key:
+            call.slots[key] = slot
+        call.keys.append(key)
+        call.nbytes.append(nbytes)
+    sig = _new_tuple(TensorLayout, (slot, dtype, sizes, strides, offset, nbytes, lazy))
     call.tensors.append(t)
     call.layouts.append(sig)
     return sig
@@ -175,8 +189,10 @@ def _describe(spec: OpSpec, args: tuple, kwargs: dict):
         sig.append(_GENERATOR)
     if call.device is None:
         call.device = _default_device(kwargs)
-    buffers = call.storages.buffers()
-    sig.append(StorageInputs.state(buffers))
+    # StorageInputs.buffers() and .state(), written out: this runs on every call
+    get = _BUFFERS.get
+    buffers = [get(k) if k else None for k in call.keys]
+    sig.append(tuple([None if b is None else (b.shape[0], b.dtype) for b in buffers]))
     sig.append(call.device)
     return call, buffers, tuple(sig)
 
@@ -199,18 +215,6 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         if entry is None:  # out= tensors were resized: describe the call again
             return run(spec, args, kwargs)
     _executed[spec.name] += 1
-    outs = _launch(spec, entry, call, buffers)
-    if entry.checks:
-        failed = checks.first_failure(outs[-1], entry.checks)  # waits for the device
-        outs = outs[:-1]
-        if failed is not None:
-            _store_writes(call, entry, outs)
-            error, message = failed
-            raise error(f"{spec.name}: {message}")
-    return _finish(spec, args, kwargs, call, entry, outs)
-
-
-def _launch(spec, entry, call, buffers):
     inputs = [b for b in buffers if b is not None]
     device = call.device
     for s in call.scalars:
@@ -220,9 +224,17 @@ def _launch(spec, entry, call, buffers):
             arr = _scalar_arrays.get((device, type(s), s))
             inputs.append(_scalar_array(s, device) if arr is None else arr)
     try:
-        return entry.fn(*inputs)
+        outs = entry.fn(*inputs)
     except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
         raise _launch_error(spec.name, e) from e
+    if entry.checks:
+        failed = checks.first_failure(outs[-1], entry.checks)  # waits for the device
+        outs = outs[:-1]
+        if failed is not None:
+            call.store(entry.write_slots, outs[len(entry.fresh):])
+            error, message = failed
+            raise error(f"{spec.name}: {message}")
+    return _finish(spec, args, kwargs, call, entry, outs)
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a
@@ -247,21 +259,23 @@ def _launch_error(op_name: str, e: Exception) -> Exception:
     return RuntimeError(f"{op_name}: the executable failed: {text}")
 
 
-def _store_writes(call, entry, outs):
-    call.storages.store(entry.write_slots, outs[len(entry.fresh):])
-
-
 def _finish(spec, args, kwargs, call, entry, outs):
     fresh = outs[: len(entry.fresh)]
-    _store_writes(call, entry, outs)
+    if entry.write_slots:
+        call.store(entry.write_slots, outs[len(entry.fresh):])
     results = []
     for kind, what in entry.returns:
-        if kind == ReturnKind.FRESH:
+        if kind == _FRESH:
             if type(what) is list:  # a Tensor[] return
                 results.append([_fresh_tensor(entry, i, fresh) for i in what])
             else:
-                results.append(_fresh_tensor(entry, what, fresh))
-        elif kind == ReturnKind.ARGUMENT:
+                sizes, strides, dtype = entry.fresh[what]  # `wrap`, written out (hot path)
+                t = _empty_strided(sizes, strides, dtype=dtype, device=entry.device)
+                k = _storage_key(t)
+                if k:
+                    _BUFFERS[k] = fresh[what]
+                results.append(t)
+        elif kind == _ARGUMENT:
             results.append(spec.arg_value(args, kwargs, what))
         else:
             results.append(what)
@@ -414,7 +428,7 @@ class _OpProgram:
         spec, call, plan = self.spec, self.call, self.plan
         n_present = sum(self.present)
         bufs = iter(inputs[:n_present])
-        storages = StorageProgram(call.storages.nbytes, [next(bufs) if p else None for p in self.present])
+        storages = StorageProgram(call.nbytes, [next(bufs) if p else None for p in self.present])
         scalars = iter([rng.prng_key(s) if d else s for s, d in zip(inputs[n_present:], self.is_draw)])
         values = iter([storages.read(lay) for lay in call.layouts])
         call_args = self._lowering_args(values, scalars)

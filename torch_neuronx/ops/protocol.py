@@ -64,6 +64,9 @@ class TensorLayout(NamedTuple):
     lazy: int  # storage.LAZY_CONJ | storage.LAZY_NEG
 
 
+_new_tuple = tuple.__new__
+
+
 class StorageInputs:
     """The storages a call's tensors view, numbered in order of first appearance (host side)."""
 
@@ -82,7 +85,8 @@ class StorageInputs:
                 self.slots[key] = slot
             self.keys.append(key)
             self.nbytes.append(nbytes)
-        return TensorLayout(slot, dtype, sizes, strides, offset, nbytes, lazy)
+        # (tuple.__new__ directly: the NamedTuple's own __new__ costs a Python call per tensor)
+        return _new_tuple(TensorLayout, (slot, dtype, sizes, strides, offset, nbytes, lazy))
 
     def of_tensor(self, t: torch.Tensor) -> TensorLayout:
         _device, key, nbytes, sizes, strides, offset, dtype, lazy = storage.tensor_info(t)
@@ -96,7 +100,7 @@ class StorageInputs:
     @staticmethod
     def state(buffers) -> tuple:
         """What each storage holds now, as a key part: its buffer's length and dtype, or None."""
-        return tuple(None if b is None else (b.shape[0], b.dtype) for b in buffers)
+        return tuple([None if b is None else (b.shape[0], b.dtype) for b in buffers])
 
     def store(self, slots, new_buffers) -> None:
         """After the launch: the written storages' new buffers."""
