@@ -1,4 +1,7 @@
+import ast
+import functools
 import os
+import re
 import sys
 
 # torch's OpenMP threads spin while idle and starve XLA's CPU threads on a small machine (and the
@@ -36,6 +39,13 @@ def pytest_terminal_summary(terminalreporter):
         f"neuron: {_tally['device']} tests allocated device memory in this process (subprocesses not "
         f"counted), {_tally['device_no_fallback']} of them under the no-fallback policy; "
         f"{_tally['opted_out']} tests opted out (cpu_fallback)")
+    if _modes["tests"]:
+        calls = _modes["calls"]
+        terminalreporter.write_line(
+            f"lowering modes: {_modes['tests']} test runs under the lowering_mode fixture; check_lowering calls: "
+            f"{calls['eager']} eager, {calls['compiled']} compiled (in {_modes['graphs']} graphs)")
+        for test_id, op, reason in _modes["skipped"]:
+            terminalreporter.write_line(f"  not checked: {test_id}: {op}: {reason}")
 
 
 def _allocations() -> int:
@@ -78,3 +88,101 @@ def none_ok():
     from lowering_harness import run_lowering
 
     return run_lowering
+
+
+# ---- the lowering_mode fixture: every lowering test that goes through check_lowering runs in eager and
+# compiled mode (named so, not `mode`: tests parametrize a `mode` of their own)
+
+_LOWERING_TESTS = re.compile(r"test_lowerings_\w+\.py$")
+_modes = {"tests": 0, "calls": {"eager": 0, "compiled": 0}, "graphs": 0, "skipped": []}
+
+
+@functools.cache
+def _check_lowering_users(path: str) -> frozenset:
+    """The names of the module's top-level functions (and assignments) that call check_lowering:
+    directly, or through another top-level function or fixture of the module (by name)."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    refs = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {a.arg for a in node.args.args + node.args.kwonlyargs}  # fixtures it requests
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+            names.update(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute))
+            refs[node.name] = names
+        elif isinstance(node, ast.Assign):
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    refs[target.id] = names
+
+    @functools.cache
+    def uses(name, seen=frozenset()):
+        return any(r == "check_lowering" or (r in refs and r not in seen and uses(r, seen | {name}))
+                   for r in refs.get(name, ()))
+
+    return frozenset(name for name in refs if uses(name))
+
+
+def _under_modes(path, name) -> bool:
+    return bool(_LOWERING_TESTS.search(os.path.basename(str(path)))) and name in _check_lowering_users(str(path))
+
+
+@pytest.hookimpl(trylast=True)  # after the tests' own parametrize marks: ids read test_x[...-eager]
+def pytest_generate_tests(metafunc):
+    if _under_modes(metafunc.definition.path, metafunc.function.__name__):
+        from lowering_harness import MODES
+
+        metafunc.parametrize("lowering_mode", MODES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def lowering_mode(request):
+    """The mode a lowering test runs in: "eager" (the lowering on its own, then the op on the neuron
+    device) or "compiled" (the op in a graph compiled by the neuron backend); see
+    lowering_harness.check_lowering. None for the tests that do not go through check_lowering."""
+    import lowering_harness
+
+    value = getattr(request, "param", None)
+    if value is None and _LOWERING_TESTS.search(request.node.path.name):
+        value = lowering_harness.UNPARAMETRIZED  # check_lowering raises: the detection missed this test
+    lowering_harness.begin_test(value, request.node.nodeid)
+    yield value if value in lowering_harness.MODES else None
+    lowering_harness.end_test()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Compiled mode compares the test's check_lowering calls (one graph) after its body ran. A test
+    under the lowering_mode fixture must have called check_lowering in its mode; one whose every call
+    was skipped in that mode shows as skipped, with the reasons; one that ran calls listed in
+    lowering_harness.KNOWN_BUGS is marked xfail(strict=True) for them (see KnownBugFailure)."""
+    import lowering_harness
+
+    mode = getattr(getattr(pyfuncitem, "callspec", None), "params", {}).get("lowering_mode")
+    if mode not in lowering_harness.MODES:
+        return (yield)
+    try:
+        result = yield
+    except BaseException:
+        lowering_harness._state.pending = []
+        raise
+    if mode == "compiled":
+        lowering_harness.flush_compiled()
+    state = lowering_harness._state
+    _modes["tests"] += 1
+    _modes["calls"][mode] += state.calls - len(state.skipped)
+    _modes["graphs"] += state.graphs
+    _modes["skipped"].extend((pyfuncitem.nodeid, op, reason) for op, reason in state.skipped)
+    assert state.calls, (f"{pyfuncitem.nodeid}: the lowering_mode fixture parametrized it (its source calls "
+                         f"check_lowering), but no check_lowering call ran")
+    bugs = lowering_harness.known_bugs_of_test()
+    if bugs is not None:
+        reason, hits = bugs
+        pyfuncitem.add_marker(pytest.mark.xfail(strict=True, raises=lowering_harness.KnownBugFailure, reason=reason))
+        if hits:
+            raise lowering_harness.KnownBugFailure("\n".join(hits))
+    if state.calls == len(state.skipped):
+        pytest.skip(f"no check_lowering call applies in {mode} mode: " +
+                    "; ".join(sorted({f"{op}: {reason}" for op, reason in state.skipped})))
+    return result
