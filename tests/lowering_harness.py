@@ -8,6 +8,8 @@ dtype; the lowerings must give PyTorch's dtype themselves (DTYPE_EXCEPTIONS list
 CPU kernel and its meta kernel disagree, and why the lowering follows meta there)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -126,12 +128,16 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
       (through the dispatcher), which must have run on the device (`get_executed_ops` counts it);
     - compiled: the op as a node of a graph compiled by the neuron backend (`neuron_backend`:
       AOTAutograd, then GraphProgram), one graph for all the calls of a test (see `flush_compiled`).
+    Each device compile costs as much as the lowering check, so by default a mode checks the calls of a
+    test that differ in what the device path depends on (see `_device_check_due`); pytest
+    --lowering-calls=all checks every call in both modes.
     skip_modes: {mode: reason} where this call cannot be checked in a mode (the reason is reported
     in the test summary; a test whose every call is skipped in a mode shows as skipped)."""
     mode = _begin_call(op, skip_modes)
     if mode is _SKIPPED:
         return
-    device_args = _device_copies((args, kwargs), op) if mode in MODES else None  # before an in-place op runs
+    on_device = mode in MODES and _device_check_due(mode, op, args, kwargs)
+    device_args = _device_copies((args, kwargs), op) if on_device else None  # before an in-place op runs
     expected = op(*args, **kwargs)
     exp_list = _flat_outputs(expected)
     metas = _meta_dtypes(op, args, kwargs) if any((op, i) in DTYPE_EXCEPTIONS for i in range(len(exp_list))) else None
@@ -146,6 +152,8 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
             if g.dtype != e.dtype:  # a listed exception: meta's dtype, compared once rounded to the CPU's
                 g = g.to(e.dtype)
             torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, atol, rtol, family))
+    if not on_device:
+        return
     if mode == "eager":
         bug = known_bug(mode, op, args, kwargs)
         _expect(bug, _call_site() if bug else None, lambda: _check_eager(op, device_args, exp_list, metas, atol, rtol, family))
@@ -153,6 +161,7 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
         why = not_in_graph(op, device_args)
         if why is not None:
             _state.skipped.append((str(op), why))
+            _state.device_checks -= 1
             return
         _state.pending.append(_Pending(op, device_args, [e.clone() for e in exp_list], isinstance(expected, torch.Tensor),
                                        metas, (atol, rtol, family), _call_site(), known_bug(mode, op, args, kwargs)))
@@ -194,6 +203,9 @@ class _State:
         self.graphs = 0
         self.bugs_seen: list["KnownBug"] = []  # the KNOWN_BUGS entries this test's calls matched
         self.bug_hits: list[str] = []  # the failures of those calls, as expected
+        self.all_calls = False  # pytest --lowering-calls=all: every call on the device, in both modes
+        self.structures: set = set()  # the call structures this test checked on the device already
+        self.device_checks = 0
 
 
 _state = _State()
@@ -203,6 +215,7 @@ def begin_test(mode, test_id):
     _state.mode, _state.test = mode, test_id
     _state.calls, _state.skipped, _state.pending, _state.graphs = 0, [], [], 0
     _state.bugs_seen, _state.bug_hits = [], []
+    _state.structures, _state.device_checks = set(), 0
 
 
 def end_test():
@@ -340,6 +353,46 @@ def _begin_call(op, skip_modes):
     return mode
 
 
+def _device_check_due(mode, op, args, kwargs) -> bool:
+    """Whether this call is checked on the device in `mode`: every call with --lowering-calls=all;
+    by default the first call of the test with its structure (the op, and per tensor argument its
+    dtype and whether it is 0-d, empty or non-contiguous: what the executor's and the graph's
+    handling of a call depends on besides the lowering, which the eager variant checks on every call
+    by itself), and every call of an op whose device path is not its lowering (eager: `eager_path`;
+    compiled: `compiled_path`), whose results can depend on the values as the lowering's do."""
+    if _state.all_calls:
+        due = True
+    elif (eager_path(op) if mode == "eager" else compiled_path(op)) is not None:
+        due = True
+    else:
+        import torch.utils._pytree as pytree
+
+        key = (op, tuple((t.dtype, t.dim() == 0, t.numel() == 0, t.is_contiguous())
+                         for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)))
+        due = key not in _state.structures
+        _state.structures.add(key)
+    _state.device_checks += due
+    return due
+
+
+@functools.cache
+def compiled_path(op) -> str | None:
+    """Why a graph does not run `op` through its lowering (None when it does): AOTAutograd decomposes
+    it first (CompositeImplicitAutograd, a Python decomposition registered on the Autograd key, or an
+    entry of the backend's decomposition table)."""
+    from torch._C import DispatchKey
+
+    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+        return "CompositeImplicitAutograd"
+    if DispatchKey.Autograd in op.py_kernels or DispatchKey.CompositeImplicitAutograd in op.py_kernels:
+        return "PyTorch's Python decomposition (py_impl), which AOTAutograd's Python dispatcher runs"
+    from torch_neuronx.ops.decompositions import decomposition_table
+
+    if op in decomposition_table():
+        return "the backend's decomposition table"
+    return None
+
+
 def _call_site() -> str:
     """file:line of the test code that called check_lowering (for a compiled check's deferred report)."""
     import sys
@@ -411,6 +464,7 @@ EAGER_RUNS_AS = {
 }
 
 
+@functools.cache
 def eager_path(op) -> str | None:
     """Why `op` does not run on neuron as itself in eager mode (None when it does): a view (its result
     is metadata over its input's storage: nothing runs), an op PyTorch's dispatcher decomposes before
