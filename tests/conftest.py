@@ -166,8 +166,8 @@ def lowering_mode(request):
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
     """Compiled mode compares the test's check_lowering calls (one graph) after its body ran. A test
-    under the lowering_mode fixture must have called check_lowering in its mode; one whose every call
-    was skipped in that mode shows as skipped, with the reasons; one that ran calls listed in
+    under the lowering_mode fixture must have called check_lowering in its mode; one that checked
+    nothing in its mode (its calls skipped there) shows as skipped, with the reasons; one that ran calls listed in
     lowering_harness.KNOWN_BUGS is marked xfail(strict=True) for them (see KnownBugFailure)."""
     import lowering_harness
 
@@ -195,7 +195,7 @@ def pytest_pyfunc_call(pyfuncitem):
         pyfuncitem.add_marker(pytest.mark.xfail(strict=True, raises=lowering_harness.KnownBugFailure, reason=reason))
         if hits:
             raise lowering_harness.KnownBugFailure("\n".join(hits))
-    if state.calls == len(state.skipped):
+    if state.skipped and not state.device_checks and (mode == "compiled" or state.calls == len(state.skipped)):
         pytest.skip(f"no check_lowering call applies in {mode} mode: " +
                     "; ".join(sorted({f"{op}: {reason}" for op, reason in state.skipped})))
     return result

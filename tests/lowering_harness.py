@@ -5,7 +5,14 @@ For testing the lowering table on its own; the device tests go through the real 
 The comparison is of the lowering's own results: no cast first. The executor (eager and compiled)
 casts each result to the meta kernel's dtype, which would hide a lowering that computes the wrong
 dtype; the lowerings must give PyTorch's dtype themselves (DTYPE_EXCEPTIONS lists where PyTorch's
-CPU kernel and its meta kernel disagree, and why the lowering follows meta there)."""
+CPU kernel and its meta kernel disagree, and why the lowering follows meta there).
+
+In tests/test_lowerings_*.py, check_lowering also runs the op on the `neuron` device: each test that
+calls it runs twice (tests/conftest.py's `lowering_mode` fixture), in eager mode (the lowering check
+above, then the op through the dispatcher on neuron copies of the inputs) and in compiled mode (the
+test's calls as one graph compiled by the neuron backend), both compared with the CPU at the test's
+tolerance. Where a device path cannot match the CPU today because of a product bug, KNOWN_BUGS says
+so, and the test is an xfail(strict=True) while it lasts."""
 from __future__ import annotations
 
 import functools
@@ -154,15 +161,16 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
             torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, atol, rtol, family))
     if not on_device:
         return
-    if mode == "eager":
-        bug = known_bug(mode, op, args, kwargs)
-        _expect(bug, _call_site() if bug else None, lambda: _check_eager(op, device_args, exp_list, metas, atol, rtol, family))
-    elif mode == "compiled":
+    if mode == "compiled":
         why = not_in_graph(op, device_args)
         if why is not None:
             _state.skipped.append((str(op), why))
-            _state.device_checks -= 1
             return
+    _device_checked(op, args, kwargs)
+    if mode == "eager":
+        bug = known_bug(mode, op, args, kwargs)
+        _expect(bug, _call_site() if bug else None, lambda: _check_eager(op, device_args, exp_list, metas, atol, rtol, family))
+    else:
         _state.pending.append(_Pending(op, device_args, [e.clone() for e in exp_list], isinstance(expected, torch.Tensor),
                                        metas, (atol, rtol, family), _call_site(), known_bug(mode, op, args, kwargs)))
 
@@ -280,9 +288,9 @@ def _interp_decomposition_differs(args, kwargs) -> bool:
 
 
 _AOT_DECOMPOSES = ("compiled mode never reaches the neuron lowering of this op: AOTAutograd runs PyTorch's Python "
-                   "decomposition of it (torch._decomp, registered with py_impl on the Autograd key, so the "
-                   "backend's decomposition table cannot leave it out), and that decomposition differs from the "
-                   "CPU kernel (which the lowering and eager mode match): ")
+                   "decomposition of it (torch._decomp, registered with py_impl on the Autograd key, which "
+                   "AOTAutograd's Python dispatcher runs whatever the backend's decomposition table holds), and "
+                   "that decomposition differs from the CPU kernel (which the lowering and eager mode match): ")
 _MATH_SILU_BACKWARD = ("silu_backward is CompositeImplicitAutograd for every backend but CPU/CUDA, so the neuron "
                        "lowering is never reached (eager: the dispatcher decomposes it; compiled: AOTAutograd does): "
                        "PyTorch's math_silu_backward runs sigmoid, mul, add in the 16-bit dtype, rounding each step, "
@@ -355,24 +363,27 @@ def _begin_call(op, skip_modes):
 
 def _device_check_due(mode, op, args, kwargs) -> bool:
     """Whether this call is checked on the device in `mode`: every call with --lowering-calls=all;
-    by default the first call of the test with its structure (the op, and per tensor argument its
-    dtype and whether it is 0-d, empty or non-contiguous: what the executor's and the graph's
-    handling of a call depends on besides the lowering, which the eager variant checks on every call
-    by itself), and every call of an op whose device path is not its lowering (eager: `eager_path`;
-    compiled: `compiled_path`), whose results can depend on the values as the lowering's do."""
-    if _state.all_calls:
-        due = True
-    elif (eager_path(op) if mode == "eager" else compiled_path(op)) is not None:
-        due = True
-    else:
-        import torch.utils._pytree as pytree
+    by default the first call of the test with its structure (`_structure`: what the executor's and
+    the graph's handling of a call depends on besides the lowering, which the eager variant checks on
+    every call by itself), and every call of an op whose device path is not its lowering (eager:
+    `eager_path`; compiled: `compiled_path`), whose results can depend on the values as the
+    lowering's do."""
+    if _state.all_calls or (eager_path(op) if mode == "eager" else compiled_path(op)) is not None:
+        return True
+    return _structure(op, args, kwargs) not in _state.structures
 
-        key = (op, tuple((t.dtype, t.dim() == 0, t.numel() == 0, t.is_contiguous())
-                         for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)))
-        due = key not in _state.structures
-        _state.structures.add(key)
-    _state.device_checks += due
-    return due
+
+def _structure(op, args, kwargs):
+    """The op and, per tensor argument, its dtype and whether it is 0-d, empty or non-contiguous."""
+    import torch.utils._pytree as pytree
+
+    return (op, tuple((t.dtype, t.dim() == 0, t.numel() == 0, t.is_contiguous())
+                      for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)))
+
+
+def _device_checked(op, args, kwargs):
+    _state.structures.add(_structure(op, args, kwargs))
+    _state.device_checks += 1
 
 
 @functools.cache
