@@ -23,6 +23,14 @@ import torch_neuronx  # noqa: E402
 FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--lowering-calls", choices=("representative", "all"), default="representative",
+        help="the check_lowering calls a lowering test checks on the neuron device, in eager and in compiled "
+             "mode: one per call structure and every call of ops whose device path is not their lowering "
+             "(representative, the default), or every call (all); see lowering_harness._device_check_due")
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
@@ -42,8 +50,10 @@ def pytest_terminal_summary(terminalreporter):
     if _modes["tests"]:
         calls = _modes["calls"]
         terminalreporter.write_line(
-            f"lowering modes: {_modes['tests']} test runs under the lowering_mode fixture; check_lowering calls: "
-            f"{calls['eager']} eager, {calls['compiled']} compiled (in {_modes['graphs']} graphs)")
+            f"lowering modes: {_modes['tests']} test runs under the lowering_mode fixture; check_lowering calls "
+            f"checked on the device ({terminalreporter.config.getoption('--lowering-calls')} calls): eager "
+            f"{_modes['device']['eager']} of {calls['eager']}, compiled {_modes['device']['compiled']} of "
+            f"{calls['compiled']} (in {_modes['graphs']} graphs)")
         for test_id, op, reason in _modes["skipped"]:
             terminalreporter.write_line(f"  not checked: {test_id}: {op}: {reason}")
 
@@ -94,7 +104,8 @@ def none_ok():
 # compiled mode (named so, not `mode`: tests parametrize a `mode` of their own)
 
 _LOWERING_TESTS = re.compile(r"test_lowerings_\w+\.py$")
-_modes = {"tests": 0, "calls": {"eager": 0, "compiled": 0}, "graphs": 0, "skipped": []}
+_modes = {"tests": 0, "calls": {"eager": 0, "compiled": 0}, "device": {"eager": 0, "compiled": 0}, "graphs": 0,
+          "skipped": []}
 
 
 @functools.cache
@@ -147,6 +158,7 @@ def lowering_mode(request):
     if value is None and _LOWERING_TESTS.search(request.node.path.name):
         value = lowering_harness.UNPARAMETRIZED  # check_lowering raises: the detection missed this test
     lowering_harness.begin_test(value, request.node.nodeid)
+    lowering_harness._state.all_calls = request.config.getoption("--lowering-calls") == "all"
     yield value if value in lowering_harness.MODES else None
     lowering_harness.end_test()
 
@@ -154,8 +166,8 @@ def lowering_mode(request):
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
     """Compiled mode compares the test's check_lowering calls (one graph) after its body ran. A test
-    under the lowering_mode fixture must have called check_lowering in its mode; one whose every call
-    was skipped in that mode shows as skipped, with the reasons; one that ran calls listed in
+    under the lowering_mode fixture must have called check_lowering in its mode; one that checked
+    nothing in its mode (its calls skipped there) shows as skipped, with the reasons; one that ran calls listed in
     lowering_harness.KNOWN_BUGS is marked xfail(strict=True) for them (see KnownBugFailure)."""
     import lowering_harness
 
@@ -172,6 +184,7 @@ def pytest_pyfunc_call(pyfuncitem):
     state = lowering_harness._state
     _modes["tests"] += 1
     _modes["calls"][mode] += state.calls - len(state.skipped)
+    _modes["device"][mode] += state.device_checks
     _modes["graphs"] += state.graphs
     _modes["skipped"].extend((pyfuncitem.nodeid, op, reason) for op, reason in state.skipped)
     assert state.calls, (f"{pyfuncitem.nodeid}: the lowering_mode fixture parametrized it (its source calls "
@@ -182,7 +195,7 @@ def pytest_pyfunc_call(pyfuncitem):
         pyfuncitem.add_marker(pytest.mark.xfail(strict=True, raises=lowering_harness.KnownBugFailure, reason=reason))
         if hits:
             raise lowering_harness.KnownBugFailure("\n".join(hits))
-    if state.calls == len(state.skipped):
+    if state.skipped and not state.device_checks and (mode == "compiled" or state.calls == len(state.skipped)):
         pytest.skip(f"no check_lowering call applies in {mode} mode: " +
                     "; ".join(sorted({f"{op}: {reason}" for op, reason in state.skipped})))
     return result

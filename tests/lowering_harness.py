@@ -5,8 +5,17 @@ For testing the lowering table on its own; the device tests go through the real 
 The comparison is of the lowering's own results: no cast first. The executor (eager and compiled)
 casts each result to the meta kernel's dtype, which would hide a lowering that computes the wrong
 dtype; the lowerings must give PyTorch's dtype themselves (DTYPE_EXCEPTIONS lists where PyTorch's
-CPU kernel and its meta kernel disagree, and why the lowering follows meta there)."""
+CPU kernel and its meta kernel disagree, and why the lowering follows meta there).
+
+In tests/test_lowerings_*.py, check_lowering also runs the op on the `neuron` device: each test that
+calls it runs twice (tests/conftest.py's `lowering_mode` fixture), in eager mode (the lowering check
+above, then the op through the dispatcher on neuron copies of the inputs) and in compiled mode (the
+test's calls as one graph compiled by the neuron backend), both compared with the CPU at the test's
+tolerance. Where a device path cannot match the CPU today because of a product bug, KNOWN_BUGS says
+so, and the test is an xfail(strict=True) while it lasts."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -126,12 +135,16 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
       (through the dispatcher), which must have run on the device (`get_executed_ops` counts it);
     - compiled: the op as a node of a graph compiled by the neuron backend (`neuron_backend`:
       AOTAutograd, then GraphProgram), one graph for all the calls of a test (see `flush_compiled`).
+    Each device compile costs as much as the lowering check, so by default a mode checks the calls of a
+    test that differ in what the device path depends on (see `_device_check_due`); pytest
+    --lowering-calls=all checks every call in both modes.
     skip_modes: {mode: reason} where this call cannot be checked in a mode (the reason is reported
     in the test summary; a test whose every call is skipped in a mode shows as skipped)."""
     mode = _begin_call(op, skip_modes)
     if mode is _SKIPPED:
         return
-    device_args = _device_copies((args, kwargs), op) if mode in MODES else None  # before an in-place op runs
+    on_device = mode in MODES and _device_check_due(mode, op, args, kwargs)
+    device_args = _device_copies((args, kwargs), op) if on_device else None  # before an in-place op runs
     expected = op(*args, **kwargs)
     exp_list = _flat_outputs(expected)
     metas = _meta_dtypes(op, args, kwargs) if any((op, i) in DTYPE_EXCEPTIONS for i in range(len(exp_list))) else None
@@ -146,14 +159,18 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
             if g.dtype != e.dtype:  # a listed exception: meta's dtype, compared once rounded to the CPU's
                 g = g.to(e.dtype)
             torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, atol, rtol, family))
-    if mode == "eager":
-        bug = known_bug(mode, op, args, kwargs)
-        _expect(bug, _call_site() if bug else None, lambda: _check_eager(op, device_args, exp_list, metas, atol, rtol, family))
-    elif mode == "compiled":
+    if not on_device:
+        return
+    if mode == "compiled":
         why = not_in_graph(op, device_args)
         if why is not None:
             _state.skipped.append((str(op), why))
             return
+    _device_checked(op, args, kwargs)
+    if mode == "eager":
+        bug = known_bug(mode, op, args, kwargs)
+        _expect(bug, _call_site() if bug else None, lambda: _check_eager(op, device_args, exp_list, metas, atol, rtol, family))
+    else:
         _state.pending.append(_Pending(op, device_args, [e.clone() for e in exp_list], isinstance(expected, torch.Tensor),
                                        metas, (atol, rtol, family), _call_site(), known_bug(mode, op, args, kwargs)))
 
@@ -194,6 +211,9 @@ class _State:
         self.graphs = 0
         self.bugs_seen: list["KnownBug"] = []  # the KNOWN_BUGS entries this test's calls matched
         self.bug_hits: list[str] = []  # the failures of those calls, as expected
+        self.all_calls = False  # pytest --lowering-calls=all: every call on the device, in both modes
+        self.structures: set = set()  # the call structures this test checked on the device already
+        self.device_checks = 0
 
 
 _state = _State()
@@ -203,6 +223,7 @@ def begin_test(mode, test_id):
     _state.mode, _state.test = mode, test_id
     _state.calls, _state.skipped, _state.pending, _state.graphs = 0, [], [], 0
     _state.bugs_seen, _state.bug_hits = [], []
+    _state.structures, _state.device_checks = set(), 0
 
 
 def end_test():
@@ -267,9 +288,9 @@ def _interp_decomposition_differs(args, kwargs) -> bool:
 
 
 _AOT_DECOMPOSES = ("compiled mode never reaches the neuron lowering of this op: AOTAutograd runs PyTorch's Python "
-                   "decomposition of it (torch._decomp, registered with py_impl on the Autograd key, so the "
-                   "backend's decomposition table cannot leave it out), and that decomposition differs from the "
-                   "CPU kernel (which the lowering and eager mode match): ")
+                   "decomposition of it (torch._decomp, registered with py_impl on the Autograd key, which "
+                   "AOTAutograd's Python dispatcher runs whatever the backend's decomposition table holds), and "
+                   "that decomposition differs from the CPU kernel (which the lowering and eager mode match): ")
 _MATH_SILU_BACKWARD = ("silu_backward is CompositeImplicitAutograd for every backend but CPU/CUDA, so the neuron "
                        "lowering is never reached (eager: the dispatcher decomposes it; compiled: AOTAutograd does): "
                        "PyTorch's math_silu_backward runs sigmoid, mul, add in the 16-bit dtype, rounding each step, "
@@ -338,6 +359,49 @@ def _begin_call(op, skip_modes):
         _state.skipped.append((str(op), skip_modes[mode]))
         return _SKIPPED
     return mode
+
+
+def _device_check_due(mode, op, args, kwargs) -> bool:
+    """Whether this call is checked on the device in `mode`: every call with --lowering-calls=all;
+    by default the first call of the test with its structure (`_structure`: what the executor's and
+    the graph's handling of a call depends on besides the lowering, which the eager variant checks on
+    every call by itself), and every call of an op whose device path is not its lowering (eager:
+    `eager_path`; compiled: `compiled_path`), whose results can depend on the values as the
+    lowering's do."""
+    if _state.all_calls or (eager_path(op) if mode == "eager" else compiled_path(op)) is not None:
+        return True
+    return _structure(op, args, kwargs) not in _state.structures
+
+
+def _structure(op, args, kwargs):
+    """The op and, per tensor argument, its dtype and whether it is 0-d, empty or non-contiguous."""
+    import torch.utils._pytree as pytree
+
+    return (op, tuple((t.dtype, t.dim() == 0, t.numel() == 0, t.is_contiguous())
+                      for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)))
+
+
+def _device_checked(op, args, kwargs):
+    _state.structures.add(_structure(op, args, kwargs))
+    _state.device_checks += 1
+
+
+@functools.cache
+def compiled_path(op) -> str | None:
+    """Why a graph does not run `op` through its lowering (None when it does): AOTAutograd decomposes
+    it first (CompositeImplicitAutograd, a Python decomposition registered on the Autograd key, or an
+    entry of the backend's decomposition table)."""
+    from torch._C import DispatchKey
+
+    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+        return "CompositeImplicitAutograd"
+    if DispatchKey.Autograd in op.py_kernels or DispatchKey.CompositeImplicitAutograd in op.py_kernels:
+        return "PyTorch's Python decomposition (py_impl), which AOTAutograd's Python dispatcher runs"
+    from torch_neuronx.ops.decompositions import decomposition_table
+
+    if op in decomposition_table():
+        return "the backend's decomposition table"
+    return None
 
 
 def _call_site() -> str:
@@ -411,6 +475,7 @@ EAGER_RUNS_AS = {
 }
 
 
+@functools.cache
 def eager_path(op) -> str | None:
     """Why `op` does not run on neuron as itself in eager mode (None when it does): a view (its result
     is metadata over its input's storage: nothing runs), an op PyTorch's dispatcher decomposes before
