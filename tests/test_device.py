@@ -38,6 +38,13 @@ def test_manual_registration_when_autoload_is_off():
     assert r.stdout.strip() == "[2.0, 2.0, 2.0]"
 
 
+def test_importing_the_package_before_torch():
+    # torch's own import (autoload) meets this package half imported: it must find its entry point
+    r = _python("import torch_neuronx, torch\nprint((torch.ones(2, device='neuron') + 1).cpu().tolist())\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[2.0, 2.0]"
+
+
 def test_autoload_problem_warns_and_reports_unavailable():
     r = _python(
         "import torch\n"

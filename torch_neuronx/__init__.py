@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import warnings
 
-import torch
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: importing this package registered the device.
+    Defined before `import torch`: when this package is imported first, torch's own import calls
+    it on the partly initialized module."""
+
+
+import torch  # noqa: E402
 
 from . import device as _device_module
 from .metrics import clear_op_tracking, get_executed_ops, get_fallback_ops
@@ -53,10 +60,6 @@ def _register() -> None:
 
 def is_registered() -> bool:
     return _registered
-
-
-def _autoload() -> None:
-    """Entry point of the `torch.backends` group: importing this package registered the device."""
 
 
 _register()
