@@ -14,6 +14,18 @@ os.environ.setdefault("NEURON_RT_NUM_CORES", "2")
 os.environ.setdefault("TORCH_NEURONX_PLATFORM", "cpu")
 sys.path.insert(0, os.path.dirname(__file__))
 
+# The executable cache's disk layer is on, as users get it, in a folder of this run's own: results
+# never depend on what an earlier run left, and every op a test meets again after its executables
+# left memory comes back from disk (so loading is exercised as widely as compiling).
+if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _cache_dir = tempfile.mkdtemp(prefix="neff_cache_tests_")
+    os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = _cache_dir
+    atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
+
 import pytest  # noqa: E402
 import torch  # noqa: E402  (autoloads torch_neuronx)
 
@@ -21,6 +33,15 @@ import torch_neuronx  # noqa: E402
 
 
 FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
+
+
+@pytest.fixture
+def memory_only_cache(monkeypatch):
+    """The executable cache without its disk layer, for a test that counts compiles: an executable
+    an earlier test stored would otherwise load from disk instead of compiling."""
+    from torch_neuronx import cache
+
+    monkeypatch.setattr(cache.executable_cache(), "disk", None)
 
 
 def pytest_addoption(parser):

@@ -615,8 +615,10 @@ def _run_compiled(pending):
            if n > before["executions"].get(g, 0)}
     new = after["graphs"][len(before["graphs"]):]
     reused = {g for g, n in after["reused"].items() if n > before["reused"].get(g, 0)}
+    reused |= {g for g, n in after["loaded_from_disk"].items() if n > before["loaded_from_disk"].get(g, 0)}
     assert ran, f"compiled: no graph ran on the neuron backend for {[p.describe() for p in pending]}"
-    assert new or reused, f"compiled: graph(s) {sorted(ran)} ran, but none was compiled (nor reused) by the neuron backend"
+    assert new or reused, (f"compiled: graph(s) {sorted(ran)} ran, but none was compiled (nor reused, nor loaded "
+                           f"from the disk cache) by the neuron backend")
     fell = sorted({op for g in new for op in g["fallback_ops"]})
     assert not fell, f"compiled: the graph runs {fell} on the host (no lowering)"
     _state.graphs += len(new) + len(reused)

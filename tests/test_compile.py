@@ -13,7 +13,7 @@ from test_models import _to, flux2_inputs, flux2_transformer, qwen3, qwen3_input
 
 
 @pytest.fixture(autouse=True)
-def fresh_dynamo():
+def fresh_dynamo(memory_only_cache):
     torch._dynamo.reset()
     torch_neuronx.compile.clear_cache()  # each test counts its own compiles
     torch.neuron.reset_dynamo_metrics()

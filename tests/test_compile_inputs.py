@@ -160,7 +160,7 @@ def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8))
 
 
-def test_compiled_model_on_device_one_stays_there():
+def test_compiled_model_on_device_one_stays_there(memory_only_cache):
     m = _mlp()
     md = copy.deepcopy(m).to("neuron:1")
     x = torch.randn(4, 16)

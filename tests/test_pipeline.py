@@ -92,7 +92,7 @@ def test_eager_matches_cpu(folder, reference):
     np.testing.assert_array_equal(again, first)
 
 
-def test_compiled_transformer_matches_cpu(folder, reference):
+def test_compiled_transformer_matches_cpu(folder, reference, memory_only_cache):
     pipe = load_pipeline(folder).to("neuron")
     torch._dynamo.reset()
     torch.neuron.reset_dynamo_metrics()

@@ -68,7 +68,7 @@ def test_a_view_offset_does_not_recompile_a_graph():
         torch.testing.assert_close(o.cpu(), x.cpu() * steps[i] + 1)
 
 
-def test_a_users_clone_and_the_internal_one_share_one_executable():
+def test_a_users_clone_and_the_internal_one_share_one_executable(memory_only_cache):
     executor.clear_cache()
     torch_neuronx.clear_op_tracking()
     base = torch.randn(7, 9)

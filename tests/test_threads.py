@@ -102,7 +102,8 @@ def test_threads_run_different_ops_on_both_devices(fast_switching):
     ran = torch_neuronx.get_executed_ops()
     for op in ("aten.mul_.Tensor", "aten.index_select.default", "aten.mm.default", "aten.cumsum.default"):
         assert op in ran, ran
-    assert torch.neuron.get_dynamo_metrics()["graphs"], "the compiled workers compiled nothing"
+    record = torch.neuron.get_dynamo_metrics()
+    assert record["graphs"] or record["loaded_from_disk"], "the compiled workers compiled (or loaded) nothing"
 
 
 def test_index_checks_stay_with_the_thread_that_traced_them(fast_switching):

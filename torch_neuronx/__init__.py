@@ -52,6 +52,7 @@ def _register() -> None:
         _device_module._load_error = e
         warnings.warn(f"torch_neuronx: the neuron device is unavailable: {type(e).__name__}: {e}")
         return
+    from .cache import artifacts  # noqa: F401  (this package's entries in torch.compiler's cache artifacts)
     from . import dynamo_rules
 
     dynamo_rules.install()  # Dynamo skips this package's and jax's frames (applied on its import)

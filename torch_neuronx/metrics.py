@@ -76,8 +76,56 @@ def cache_stats() -> dict[str, int]:
 
 
 def clear_op_tracking() -> None:
-    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed):
+    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed, _disk):
         c.clear()
+    _load_times.clear()
+
+
+# ---- the executable cache's disk layer and memory bound (torch_neuronx.cache)
+
+_disk: collections.Counter = collections.Counter()
+_load_times: list = []  # seconds of each load from disk (the last 10,000)
+
+
+def disk_hit(kind: str, seconds: float, nbytes: int) -> None:
+    _disk[f"{kind}_disk_hits"] += 1
+    _disk["disk_hits"] += 1
+    _disk["disk_load_s"] += seconds
+    _disk["disk_bytes_read"] += nbytes
+    if len(_load_times) >= 10_000:
+        del _load_times[:5_000]
+    _load_times.append(seconds)
+
+
+def disk_miss(kind: str) -> None:
+    _disk[f"{kind}_disk_misses"] += 1
+    _disk["disk_misses"] += 1
+
+
+def disk_written(kind: str, nbytes: int) -> None:
+    _disk["disk_writes"] += 1
+    _disk["disk_bytes_written"] += nbytes
+
+
+def cache_event(what: str, n: int = 1) -> None:
+    """`memory_evictions`, `disk_evictions`, `bad_entries` (removed and compiled again),
+    `unstorable` (executables that cannot be serialized), `write_failures`."""
+    _disk[what] += n
+
+
+def executable_cache_stats() -> dict:
+    """The executable cache since the last `clear_op_tracking()`: loads from disk (hits, misses, load
+    seconds and their median, bytes), writes, evictions from memory and from disk, bad entries."""
+    stats = {k: _disk[k] for k in ("disk_hits", "disk_misses", "disk_writes", "disk_bytes_read",
+                                   "disk_bytes_written", "memory_evictions", "disk_evictions",
+                                   "bad_entries", "unstorable", "write_failures")}
+    for kind in ("op", "graph"):
+        stats[f"{kind}_disk_hits"] = _disk[f"{kind}_disk_hits"]
+        stats[f"{kind}_disk_misses"] = _disk[f"{kind}_disk_misses"]
+    stats["disk_load_s"] = _disk["disk_load_s"]
+    times = sorted(_load_times)
+    stats["disk_load_median_ms"] = times[len(times) // 2] * 1e3 if times else None
+    return stats
 
 
 # ---- compiled graphs (torch.compile(backend="neuron"))
@@ -103,6 +151,14 @@ def graph_reused(name: str) -> None:
     _graph_reuses[name] += 1
 
 
+_graph_loads: collections.Counter = collections.Counter()
+
+
+def graph_loaded(name: str) -> None:
+    """A graph's executable came from the disk cache (no lowering, no XLA)."""
+    _graph_loads[name] += 1
+
+
 def graph_executed(name: str) -> None:
     _graph_runs[name] += 1
 
@@ -120,6 +176,7 @@ def get_dynamo_metrics() -> dict:
         "graphs": graphs,
         "executions": dict(_graph_runs),
         "reused": dict(_graph_reuses),
+        "loaded_from_disk": dict(_graph_loads),
     }
 
 
@@ -127,6 +184,7 @@ def reset_dynamo_metrics() -> None:
     _graphs.clear()
     _graph_runs.clear()
     _graph_reuses.clear()
+    _graph_loads.clear()
 
 
 def report() -> str:
@@ -155,6 +213,15 @@ def report() -> str:
         f"fallback ops: {len(_fallbacks)}{f' (refused: {len(_refused)})' if _refused else ''}; compiled: {sum(_compiles.values())} executables "
         f"in {sum(_compile_s.values()):.2f} s"
     )
+    d = executable_cache_stats()
+    if d["disk_hits"] or d["disk_misses"] or d["disk_writes"] or d["memory_evictions"] or d["bad_entries"]:
+        median = f", median {d['disk_load_median_ms']:.2f} ms" if d["disk_load_median_ms"] is not None else ""
+        lines.append(
+            f"disk cache: {d['disk_hits']} loads ({d['op_disk_hits']} ops, {d['graph_disk_hits']} graphs) in "
+            f"{d['disk_load_s'] * 1e3:.1f} ms{median}, {d['disk_misses']} misses, {d['disk_writes']} writes "
+            f"({d['disk_bytes_written'] / 1e6:.1f} MB); evicted from memory: {d['memory_evictions']}, "
+            f"from disk: {d['disk_evictions']}; bad entries removed: {d['bad_entries']}"
+        )
     if _graphs:
         lines.append("")
         rows = [("compiled graph", "kind", "nodes", "compile ms", "of it XLA ms", "runs", "recompile reason")]

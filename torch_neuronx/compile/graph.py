@@ -15,13 +15,15 @@ import functools
 import hashlib
 import operator
 import os
+import re
 import time
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from .. import metrics
+from .. import cache, metrics
 from ..eager.buffers import to_host
 from ..eager.fallback import check_cpu_fallback
 from ..ops import LOWERINGS, checks, layout, normalize
@@ -39,7 +41,8 @@ aten = torch.ops.aten
 CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
 
 _TOKEN = object()  # an effect token (AOTAutograd orders side-effecting ops with them)
-_PROCESS = ("platform", config.platform(), "value_checks", checks.ENABLED)
+# what every graph key starts with; then the graph's structure digest and its input signature
+_PROCESS = ("graph", "platform", config.platform(), "value_checks", checks.ENABLED)
 
 # Operations on Python ints (sizes) that a static graph may still carry
 _PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
@@ -138,8 +141,11 @@ class GraphProgram:
         self.device_constants = [v if isinstance(v, torch.Tensor) and v.device.type == "neuron" else None for v in values]
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.random = any(_is_random(n) for n in self.nodes)
-        self.executables: dict[tuple, "_Executable"] = {}
         self.structure = _structure_key(gm)
+        # input signatures this graph was called with; the executables themselves live in the
+        # process's executable cache, but for a graph that cannot be shared (no structure digest)
+        self.signatures: set[tuple] = set()
+        self.unshared: dict[tuple, "_Executable"] = {}
         self.host_failures = []  # (node, exception) of host-run ops that raised during a launch
         self.traced_device = _traced_device(self.nodes)
         index = {ph: i for i, ph in enumerate(self.placeholders)}
@@ -154,18 +160,7 @@ class GraphProgram:
         storage.sync()
         device = self._device(args)
         inputs = _CallInputs(self, args, device)
-        sig = inputs.sig
-        exe = self.executables.get(sig)
-        if exe is None:
-            # the same graph (same code, same constants) compiled before for these inputs: a graph
-            # Dynamo traced again (a guard failed, a block of a repeated class) reuses that executable
-            exe = _EXECUTABLES.get((self.structure, sig)) if self.structure is not None else None
-            if exe is None:
-                reason = self.first_reason if not self.executables else f"new input signature: {_describe_sig(sig)}"
-                exe = self._compile(inputs, device, reason)
-            else:
-                metrics.graph_reused(self.name)
-            self.executables[sig] = exe
+        exe = self._executable(inputs, device)
         arrays = inputs.arrays()
         if self.random:
             arrays.append(rng.draw(None, device.index))
@@ -202,7 +197,41 @@ class GraphProgram:
         return a
 
     # ------------------------------------------------------------------------------------------
-    # Compiling
+    # Finding or compiling the executable
+
+    def _executable(self, inputs: _CallInputs, device) -> "_Executable":
+        sig = inputs.sig
+        if self.structure is None:
+            exe = self.unshared.get(sig)
+            if exe is None:
+                exe = self.unshared[sig] = self._compile(inputs, device, self._reason(sig))
+                self.signatures.add(sig)
+            return exe
+        key = (_PROCESS, self.structure) + sig
+        executables = cache.executable_cache()
+        exe = executables.get(key)
+        if exe is not None:
+            if sig not in self.signatures:
+                # the same graph (same code, same constants) compiled before for these inputs: a graph
+                # Dynamo traced again (a guard failed, a block of a repeated class) reuses that executable
+                metrics.graph_reused(self.name)
+                self.signatures.add(sig)
+            return exe
+        with executables.compiling("graph", key):  # other processes compiling this key wait for it
+            found = executables.load("graph", self.name, key)
+            if found is not None:
+                exe = _Executable(found.executable, found.meta, key[:-1])
+                nbytes = found.nbytes
+                metrics.graph_loaded(self.name)
+            else:
+                exe = self._compile(inputs, device, self._reason(sig))
+                nbytes = executables.save("graph", self.name, key, exe.meta, exe.fn)
+        executables.put(key, exe, nbytes)
+        self.signatures.add(sig)
+        return exe
+
+    def _reason(self, sig) -> str | None:
+        return self.first_reason if not self.signatures else f"new input signature: {_describe_sig(sig)}"
 
     def _compile(self, inputs: _CallInputs, device, reason):
         tracer = _Tracer(self, inputs)
@@ -231,34 +260,31 @@ class GraphProgram:
         except Exception as e:
             raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - start
-        exe = _Executable(fn, tracer, (_PROCESS, self.structure, inputs.sig[:-1]))
-        if self.structure is not None:
-            _EXECUTABLES[(self.structure, inputs.sig)] = exe
+        exe = _Executable(fn, tracer.meta(), (_PROCESS, self.structure) + inputs.sig[:-1])
         metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason, tracer.fallbacks)
-        artifacts.save(self.name, len(self.executables), self.gm, lowered)
+        artifacts.save(self.name, len(self.signatures), self.gm, lowered)
         return exe
 
 
-
-# (graph structure, input signature) -> executable, for every graph compiled in this process
-_EXECUTABLES: dict[tuple, "_Executable"] = {}
-
-
 def clear_cache() -> None:
-    """Forget every compiled graph executable of this process."""
-    _EXECUTABLES.clear()
+    """Forget every compiled graph executable this process holds (the disk cache keeps its entries)."""
+    cache.clear_memory(keep=lambda key: key[0] is not _PROCESS)
 
 
 def compiled_keys() -> list[tuple]:
-    """The value key of every graph executable compiled in this process (a graph with a constant
-    that cannot be read has none: it is never shared)."""
-    return [exe.key for (structure, _sig), exe in _EXECUTABLES.items() if structure is not None]
+    """The value key of every graph executable this process holds (a graph with a constant that
+    cannot be read has none: it is never shared)."""
+    return [key[:-1] for key in cache.executable_cache().memory.keys() if key[0] is _PROCESS]
+
+
+_NEURON_DEVICE = re.compile(r"device\(type='neuron', index=\d+\)")
 
 
 def _structure_key(gm) -> str | None:
-    """A digest of what the graph computes: its code and the values of its constants (None when a
-    constant cannot be read: such a graph is never shared)."""
-    h = hashlib.sha256(gm.code.encode())
+    """A digest of what the graph computes: its code (a neuron device named without its index: the
+    graph runs on its inputs' device) and the values of its constants (None when a constant cannot
+    be read: such a graph is never shared)."""
+    h = hashlib.sha256(_NEURON_DEVICE.sub("device(type='neuron')", gm.code).encode())
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             value = getattr(gm, node.target, None)
@@ -275,7 +301,7 @@ def _structure_key(gm) -> str | None:
             for out in _vals(node.args[0]):
                 v = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
                 if isinstance(v, torch.Tensor):
-                    h.update(f"{tuple(v.stride())}{v.device}".encode())
+                    h.update(f"{tuple(v.stride())}{v.device.type}".encode())
     return h.hexdigest()
 
 
@@ -291,15 +317,33 @@ def _describe_sig(sig) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+class FreshOutput(NamedTuple):
+    """A new tensor a graph returns, as its fake value describes it."""
+
+    sizes: tuple
+    strides: tuple
+    dtype: torch.dtype
+    is_neg: bool
+    is_conj: bool
+    on_cpu: bool
+
+
+class GraphMeta(NamedTuple):
+    """What an executable's caller needs besides the executable (kept beside it in the disk cache)."""
+
+    fresh: list  # a FreshOutput per fresh output
+    returns: list  # a Return per graph output
+    write_slots: list  # storages the graph writes, in output order
+    checks: list  # (op, node name, error type, message) of each value check
+    post_checks: list  # (node name, api name, is_matrix) of each linalg error code returned
+
+
 class _Executable:
-    def __init__(self, fn, tracer: "_Tracer", key):
+    def __init__(self, fn, meta: GraphMeta, key):
         self.fn = fn
+        self.meta = meta
         self.key = key  # the value key: platform, graph structure, input layouts and storage states
-        self.fresh = tracer.fresh  # per fresh output: its fake value
-        self.returns = tracer.returns  # a Return per graph output
-        self.write_slots = tracer.write_slots  # storages the graph writes, in output order
-        self.checks = tracer.checks  # (node, error, message)
-        self.post_checks = tracer.post_checks
+        self.fresh, self.returns, self.write_slots, self.checks, self.post_checks = meta
 
     def finish(self, program, args, inputs: _CallInputs, outs, device):
         n_fresh = len(self.fresh)
@@ -310,30 +354,30 @@ class _Executable:
         for i, t in enumerate(inputs.tensors):  # a CPU input the graph mutated gets its new values
             if t is not None and t is not args[i] and inputs.layouts[i].slot in self.write_slots:
                 args[i].copy_(t)
-        for (node, _info, api_name, is_matrix), info in zip(self.post_checks, rest):
+        for (node_name, api_name, is_matrix), info in zip(self.post_checks, rest):
             host = np.asarray(info)
             if host.any():
                 try:
                     aten._linalg_check_errors(torch.from_numpy(host.astype(np.int32)), api_name, is_matrix=is_matrix)
                 except RuntimeError as e:
-                    raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node.name}'): {e}") from e
+                    raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node_name}'): {e}") from e
         if self.checks:
-            failed = checks.first_failure(outs[-1], [(node, (error, message)) for node, error, message in self.checks])
+            failed = checks.first_failure(outs[-1], [((op, name), (error, message)) for op, name, error, message in self.checks])
             if failed is not None:
-                node, (error, message) = failed
+                (op, node_name), (error, message) = failed
                 raise NEFFExecutionError(
-                    f"graph {program.name}: op {node.target} (node '{node.name}'): {error.__name__}: {message}"
+                    f"graph {program.name}: op {op} (node '{node_name}'): {error.__name__}: {message}"
                 )
         results = []
         for kind, what in self.returns:
             if kind == ReturnKind.FRESH:
-                fake = self.fresh[what]
-                t = wrap(fresh[what], tuple(fake.shape), tuple(fake.stride()), fake.dtype, device)
-                if fake.is_neg():
+                out = self.fresh[what]
+                t = wrap(fresh[what], out.sizes, out.strides, out.dtype, device)
+                if out.is_neg:
                     t = torch._neg_view(t)
-                if fake.is_conj():
+                if out.is_conj:
                     t = torch._conj(t)
-                if fake.device.type == "cpu":
+                if out.on_cpu:
                     t = t.cpu()
                 results.append(t)
             elif kind == ReturnKind.ARGUMENT:
@@ -357,6 +401,12 @@ class _Tracer:
         self.checks = []
         self.post_checks = []  # (node, info array, api name, is_matrix): linalg error codes
         self.fallbacks = []
+
+    def meta(self) -> GraphMeta:
+        """What tracing learned, as plain values (it outlives the graph, in the disk cache)."""
+        return GraphMeta(list(self.fresh), list(self.returns), list(self.write_slots),
+                         [(str(node.target), node.name, error, message) for node, error, message in self.checks],
+                         [(node.name, api, is_matrix) for node, _info, api, is_matrix in self.post_checks])
 
     def run(self, *flat):
         program, inputs = self.program, self.inputs
@@ -425,7 +475,8 @@ class _Tracer:
                     r = -r
                 results.append(fresh_storage(r, tuple(fake.shape), tuple(fake.stride())))
                 self.returns.append(Return(ReturnKind.FRESH, len(self.fresh)))
-                self.fresh.append(fake)
+                self.fresh.append(FreshOutput(tuple(fake.shape), tuple(fake.stride()), fake.dtype,
+                                              bool(fake.is_neg()), bool(fake.is_conj()), fake.device.type == "cpu"))
             else:
                 self.returns.append(Return(ReturnKind.CONSTANT, out))
         self.write_slots = sorted({inputs.layouts[i].slot for i in mutated})

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .. import metrics
+from ..cache import executable_cache
 from ..ops import checks, normalize
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
@@ -49,26 +50,29 @@ class DeviceMismatch(RuntimeError):
 
 
 class Entry:
-    """One compiled signature: the executable and how its outputs become the call's results."""
+    """One compiled signature: the executable and how its outputs become the call's results (what
+    the disk cache keeps beside the executable: `meta`)."""
 
-    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "compile_s", "checks", "key")
+    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "checks", "key")
 
-    def __init__(self, fn, plan, device, checks, key):
+    def __init__(self, fn, fresh, returns, write_slots, checks, device, key):
         self.fn = fn
-        self.fresh = plan.fresh  # (sizes, strides, dtype) of each fresh output
-        self.returns = plan.returns  # a `Return` per schema return
-        self.write_slots = plan.write_slots  # the slots of the storages written, in output order
-        self.device = device
+        self.fresh = fresh  # (sizes, strides, dtype) of each fresh output
+        self.returns = returns  # a `Return` per schema return
+        self.write_slots = write_slots  # the slots of the storages written, in output order
         self.checks = checks  # (error type, message) of each value check the program computes
-        self.key = key
-        self.compile_s = 0.0
+        self.device = device
+        self.key = key  # the value key
 
-
-_CACHE: dict[tuple, Entry] = {}
+    def meta(self) -> tuple:
+        return (self.fresh, self.returns, self.write_slots, self.checks)
 
 
 def clear_cache() -> None:
-    _CACHE.clear()
+    """Forget this process's eager executables (the disk cache keeps its entries)."""
+    from .. import cache
+
+    cache.clear_memory(keep=lambda key: key[0] is not _PROCESS)
 
 
 def value_key(key: tuple) -> tuple:
@@ -208,10 +212,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     if _pending_events() or storage.applying:
         storage.sync()
     call, buffers, key = _describe(spec, args, kwargs)
-    entry = _CACHE.get(key)
+    entry = executable_cache().get(key)
     if entry is None:
         metrics.cache_miss(spec.name)
-        entry = _compile(spec, args, kwargs, call, buffers, key)
+        entry = _load_or_compile(spec, args, kwargs, call, buffers, key)
         if entry is None:  # out= tensors were resized: describe the call again
             return run(spec, args, kwargs)
     _executed[spec.name] += 1
@@ -487,7 +491,26 @@ class _OpProgram:
         ]
 
 
-def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
+def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
+    """The entry of a signature this process does not hold: from the disk cache (no meta call, no
+    trace, no XLA: what was learned compiling it came with it), else compiled and stored there."""
+    cache = executable_cache()
+    device = torch.device("neuron", call.device)
+    found = cache.load("op", spec.name, key)
+    if found is not None:
+        fresh, returns, write_slots, value_checks = found.meta
+        entry = Entry(found.executable, fresh, returns, write_slots, value_checks, device, value_key(key))
+        nbytes = found.nbytes
+    else:
+        entry = _compile(spec, args, kwargs, call, buffers, key, device)
+        if entry is None:
+            return None
+        nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)
+    cache.put(key, entry, nbytes)
+    return entry
+
+
+def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key, device):
     margs, mkwargs, mout = _meta_call(spec, args, kwargs)
     if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs):
         return None
@@ -495,11 +518,8 @@ def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
     program = _OpProgram(spec, args, kwargs, call, buffers, plan)
     start = time.perf_counter()
     fn = _compile_program(spec, program, call, buffers, plan)
-    entry = Entry(fn, plan, torch.device("neuron", call.device), program.checks, value_key(key))
-    entry.compile_s = time.perf_counter() - start
-    metrics.compiled(spec.name, entry.compile_s)
-    _CACHE[key] = entry
-    return entry
+    metrics.compiled(spec.name, time.perf_counter() - start)
+    return Entry(fn, plan.fresh, plan.returns, plan.write_slots, program.checks, device, value_key(key))
 
 
 def _compile_program(spec, program, call, buffers, plan):

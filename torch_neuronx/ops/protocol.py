@@ -210,6 +210,8 @@ def _encode(value, out: list) -> None:
         out.append(")")
     elif t is type:
         out.append(f"type:{value.__name__}")
+    elif isinstance(value, torch.device) and value.type == "neuron":
+        out.append("torch:neuron")  # every neuron:i runs the same executable
     elif isinstance(value, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
         out.append(f"torch:{value}")
     elif isinstance(value, np.dtype):

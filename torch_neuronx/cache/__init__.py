@@ -1,0 +1,303 @@
+"""The executable cache shared by eager mode (one executable per op signature) and compiled mode (one
+per graph and input signature): a memory layer, bounded and least recently used out first, over a
+disk layer that outlives the process (`store.DiskStore`).
+
+A layer asks `executable_cache()` for its executables by full key (a value key, then the device
+index): `get` looks in memory (the hot path), `load` on disk, and `save` stores a new executable
+with the metadata its layer needs to use it (the output plan), so that a hit in a new process skips
+the meta call, the trace, the lowering and XLA. An entry is named by `keys.entry_key`; its executable
+loads on any device (`runtime.executables`).
+
+Settings (read when the cache is first used, and again by `reset()`):
+
+TORCH_NEURONX_NEFF_CACHE_DIR             the disk layer's folder (default /tmp/neff_cache)
+TORCH_NEURONX_NEFF_DISABLE_CACHE=1       no disk layer
+TORCH_NEURONX_NEFF_CACHE_MAX_SIZE        bound of the disk layer: bytes, or 500M, 20G (default: none)
+TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES  executables kept in memory (default 2048)
+TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE     their serialized size kept in memory (default 1G)
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import threading
+import time
+import warnings
+from typing import NamedTuple
+
+from .. import metrics
+from ..runtime import config, executables
+from . import keys
+from .memory import MemoryCache
+from .store import BadEntry, DiskStore, encode
+
+DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
+DEFAULT_DIR = "/tmp/neff_cache"
+DISABLE_ENV = "TORCH_NEURONX_NEFF_DISABLE_CACHE"
+MAX_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"
+MEMORY_ENTRIES_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES"
+MEMORY_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"
+DEFAULT_MEMORY_ENTRIES = 2048
+DEFAULT_MEMORY_BYTES = 1 << 30
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30,
+          "GB": 1 << 30, "T": 1 << 40, "TB": 1 << 40}
+
+
+def parse_size(text: str, var: str) -> int:
+    """'1048576', '500M', '1.5G' -> bytes."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("I")
+    number = t.rstrip("KMGTB")
+    unit = t[len(number):]
+    try:
+        value = float(number)
+        if unit not in _UNITS or value < 0:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"{var}={text!r}: expected a size in bytes such as 1073741824, 500M or 20G") from None
+    return int(value * _UNITS[unit])
+
+
+def _int_env(var: str, default: int) -> int:
+    text = os.environ.get(var)
+    if not text:
+        return default
+    try:
+        value = int(text)
+        if value < 1:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"{var}={text!r}: expected a positive number of executables") from None
+    return value
+
+
+def disk_enabled() -> bool:
+    return os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("1", "true", "yes", "on")
+
+
+def directory() -> str:
+    return os.environ.get(DIR_ENV) or DEFAULT_DIR
+
+
+class Found(NamedTuple):
+    meta: object  # what the layer saved with the executable
+    executable: object  # a jax.stages.Compiled on the device asked for
+    nbytes: int  # its serialized size (what the memory bound counts)
+
+
+class ExecutableCache:
+    def __init__(self, memory: MemoryCache, disk: DiskStore | None):
+        self.memory = memory
+        self.disk = disk
+        self._environment = None
+        self._checked = disk is None  # whether loading from disk was tried on this host
+        self._lock = threading.Lock()
+
+    # ---- memory
+
+    def get(self, key):
+        return self.memory.get(key)
+
+    def put(self, key, value, nbytes: int) -> None:
+        evicted = self.memory.put(key, value, nbytes)
+        if evicted:
+            metrics.cache_event("memory_evictions", len(evicted))
+
+    # ---- disk
+
+    def environment(self) -> tuple:
+        if self._environment is None:
+            self._environment = keys.environment(config.platform(), executables.device_kind())
+        return self._environment
+
+    def _entry_key(self, kind: str, key: tuple) -> bytes | None:
+        try:
+            return keys.entry_key(self.environment(), kind, key[:-1])
+        except TypeError:  # a key with a value that has no stable spelling: memory only
+            return None
+
+    def load(self, kind: str, name: str, key: tuple) -> Found | None:
+        """The executable of `key` (device index last) and its metadata, from disk; None on a miss.
+        A bad or unloadable entry is removed, warned about once and reported as a miss."""
+        if self.disk is None or not self._loads_work():
+            return None
+        ek = self._entry_key(kind, key)
+        if ek is None:
+            return None
+        digest = keys.digest(ek)
+        start = time.perf_counter()
+        try:
+            got = self.disk.read(ek, digest)
+        except BadEntry as e:
+            self._bad(digest, name, str(e))
+            return None
+        if got is None:
+            metrics.disk_miss(kind)
+            return None
+        data, body = got
+        try:
+            meta, blob = pickle.loads(body)
+            exe = executables.load(blob, key[-1])
+        except Exception as e:  # XLA may reject a CPU executable it wrote itself (jax issue 38445)
+            self.disk.remove(self.disk.path(digest))
+            self._bad(digest, name, f"it could not be loaded: {type(e).__name__}: {e}")
+            return None
+        metrics.disk_hit(kind, time.perf_counter() - start, len(data))
+        if kind == "graph":
+            from . import artifacts
+
+            artifacts.record(digest, data)
+        return Found(meta, exe, len(blob))
+
+    def save(self, kind: str, name: str, key: tuple, meta, executable) -> int:
+        """Store a new executable with its metadata; returns its serialized size (0 when it cannot be
+        serialized: it stays in memory only)."""
+        if self.disk is None and kind != "graph":
+            return 0
+        try:
+            blob = executables.serialize(executable)
+        except executables.NotSerializable:
+            metrics.cache_event("unstorable")
+            return 0
+        if self.disk is None or not self._loads_work():
+            return len(blob)
+        ek = self._entry_key(kind, key)
+        if ek is None:
+            metrics.cache_event("unstorable")
+            return len(blob)
+        digest = keys.digest(ek)
+        try:
+            body = pickle.dumps((meta, blob), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):  # metadata with a local class
+            metrics.cache_event("unstorable")
+            return len(blob)
+        data = encode(name, kind, ek, body)
+        if self.disk.write(digest, data):
+            metrics.disk_written(kind, len(data))
+            if self.disk.pruned:
+                metrics.cache_event("disk_evictions", self.disk.pruned)
+                self.disk.pruned = 0
+            if kind == "graph":
+                from . import artifacts
+
+                artifacts.record(digest, data)
+        else:
+            metrics.cache_event("write_failures")
+        return len(blob)
+
+    def compiling(self, kind: str, key: tuple):
+        """A context held while compiling `key`: another process compiling the same key waits for it
+        (then finds the entry on disk). Holds nothing without a disk layer."""
+        if self.disk is None:
+            return contextlib.nullcontext()
+        ek = self._entry_key(kind, key)
+        return self.disk.lock(keys.digest(ek)) if ek is not None else contextlib.nullcontext()
+
+    def import_entry(self, digest: str, data: bytes) -> bool:
+        """Store an entry's bytes that came from elsewhere (`torch.compiler.load_cache_artifacts`),
+        after checking them."""
+        from .store import decode
+
+        if self.disk is None:
+            return False
+        try:
+            info, _body = decode(data, digest)
+        except BadEntry as e:
+            warnings.warn(f"torch_neuronx: a cache artifact was not imported: {e}", RuntimeWarning, stacklevel=2)
+            return False
+        return self.disk.write(digest, data)
+
+    def _bad(self, digest: str, name: str, why: str) -> None:
+        metrics.cache_event("bad_entries")
+        warnings.warn(
+            f"torch_neuronx: the cached executable of {name} ({digest[:16]}, in {self.disk.top}) was removed "
+            f"and is compiled again: {why}", RuntimeWarning, stacklevel=4,
+        )
+
+    def _loads_work(self) -> bool:
+        """Whether executables load from disk on this host: checked once, on a small program stored
+        like any other (XLA's CPU executables can fail to reload on some hosts: jax issue 38445).
+        If they do not, the disk layer is turned off with one warning and everything compiles."""
+        if self._checked or self.disk is None:
+            return self.disk is not None
+        with self._lock:
+            if self._checked:
+                return self.disk is not None
+            try:
+                _check_loading(self)
+            except Exception as e:
+                warnings.warn(
+                    f"torch_neuronx: executables do not load from the disk cache on this host "
+                    f"({type(e).__name__}: {e}); the disk cache is off for this process",
+                    RuntimeWarning, stacklevel=4,
+                )
+                self.disk = None
+            self._checked = True
+        return self.disk is not None
+
+
+def _check_loading(cache: ExecutableCache) -> None:
+    """Load (or first store, then load) the probe entry and run it."""
+    import numpy as np
+
+    from ..runtime import devices
+    from ..runtime.lazy_jax import jax
+
+    ek = keys.entry_key(cache.environment(), "probe", ("probe", 1))
+    digest = keys.digest(ek)
+    try:
+        got = cache.disk.read(ek, digest)
+    except BadEntry:
+        got = None
+    if got is None:
+        with devices.on_device(0):
+            compiled = jax.jit(lambda a: a * 2 + 1).lower(np.arange(4, dtype=np.float32)).compile()
+        blob = executables.serialize(compiled)
+        cache.disk.write(digest, encode("probe", "probe", ek, blob))
+    else:
+        blob = got[1]
+    exe = executables.load(blob, 0)
+    out = np.asarray(exe(devices.put(np.arange(4, dtype=np.float32), 0)))
+    if not np.array_equal(out, np.arange(4, dtype=np.float32) * 2 + 1):
+        raise RuntimeError(f"the probe executable computed {out.tolist()}")
+
+
+_cache: ExecutableCache | None = None
+_cache_lock = threading.Lock()
+
+
+def executable_cache() -> ExecutableCache:
+    """The process's executable cache, made from the settings on first use."""
+    global _cache
+    if _cache is None:
+        with _cache_lock:
+            if _cache is None:
+                _cache = _make()
+    return _cache
+
+
+def _make() -> ExecutableCache:
+    memory = MemoryCache(_int_env(MEMORY_ENTRIES_ENV, DEFAULT_MEMORY_ENTRIES),
+                         parse_size(os.environ[MEMORY_SIZE_ENV], MEMORY_SIZE_ENV)
+                         if os.environ.get(MEMORY_SIZE_ENV) else DEFAULT_MEMORY_BYTES)
+    disk = None
+    if disk_enabled():
+        limit = os.environ.get(MAX_SIZE_ENV)
+        disk = DiskStore(directory(), parse_size(limit, MAX_SIZE_ENV) if limit else None)
+    return ExecutableCache(memory, disk)
+
+
+def reset() -> None:
+    """Forget the executables in memory and read the settings again (tests; a changed folder)."""
+    global _cache
+    with _cache_lock:
+        if _cache is not None:
+            _cache.memory.clear()
+        _cache = None
+
+
+def clear_memory(keep=None) -> None:
+    """Drop executables from memory (`keep(key)` true: kept); the disk layer keeps its entries."""
+    if _cache is not None:
+        _cache.memory.clear(keep)

@@ -1,0 +1,78 @@
+"""What names an executable on disk: the value key of the call or graph, behind everything else that
+changes what XLA builds (the cache format, this package's code, torch's, jax's and jaxlib's versions,
+the platform and device kind, the XLA flags and jax settings that reach a program). Nothing that does
+not change the executable is in it: no device index (`ops.protocol.key_bytes` spells every neuron
+device alike), no path, no process."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pathlib
+
+from ..ops.protocol import key_bytes
+
+FORMAT = 1  # the entry format and the key's own layout: bump when either changes
+
+# jax settings that change the program a trace builds
+_JAX_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl",
+                 "jax_threefry_partitionable", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion",
+                 "jax_use_shardy_partitioner")
+# XLA flags that do not change a single-device executable
+_IGNORED_FLAGS = ("--xla_force_host_platform_device_count",)
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of this package's Python sources: an edited lowering is a new key even when the
+    version number did not move."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch-neuronx")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def xla_flags() -> tuple:
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    return tuple(sorted(f for f in flags if not f.startswith(_IGNORED_FLAGS)))
+
+
+@functools.cache
+def _versions() -> tuple:
+    import jax
+    import jaxlib
+    import torch
+
+    return (("torch_neuronx", package_version(), source_digest()), ("torch", str(torch.__version__)),
+            ("jax", str(jax.__version__)), ("jaxlib", str(jaxlib.__version__)))
+
+
+def environment(platform: str, device_kind: str) -> tuple:
+    """Everything but the value key that an entry's key covers, as a value."""
+    import jax
+
+    settings = tuple((name, str(getattr(jax.config, name, None))) for name in _JAX_SETTINGS)
+    return (("format", FORMAT),) + _versions() + (
+        ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", settings))
+
+
+def entry_key(environment: tuple, kind: str, value_key: tuple) -> bytes:
+    """The bytes an entry is stored under (its digest names the file; the bytes are in its header)."""
+    return key_bytes((environment, kind, value_key))
+
+
+def digest(key: bytes) -> str:
+    return hashlib.sha256(key).hexdigest()

@@ -1,0 +1,82 @@
+"""Compiled executables as bytes and back: the one place that knows how jax serializes one.
+
+`serialize` gives the bytes of a compiled jax program (`jax.experimental.serialize_executable`'s
+payload with its argument and result trees); `load` makes it callable again on neuron:index, whatever
+device it was compiled for: the device assignment is replaced on load, so one stored executable serves
+every neuron:i of a process and every torchrun rank. Loading skips tracing, lowering and XLA.
+"""
+from __future__ import annotations
+
+import io
+import pickle
+
+from . import devices
+from .lazy_jax import jax
+
+FORMAT = 1  # bump when what `serialize` writes changes
+
+
+class NotSerializable(Exception):
+    """The executable cannot be stored (it calls back into Python, or jax refuses)."""
+
+
+def serialize(compiled) -> bytes:
+    """The bytes of a `jax.stages.Compiled`."""
+    from jax.experimental import serialize_executable
+
+    unloaded = getattr(compiled._executable, "_unloaded_executable", None)
+    if unloaded is not None and getattr(unloaded, "host_callbacks", None):
+        raise NotSerializable("it calls back into Python on the host")
+    try:
+        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+    except (ValueError, NotImplementedError, TypeError, pickle.PicklingError) as e:
+        raise NotSerializable(str(e)) from e
+    return pickle.dumps((FORMAT, payload, in_tree, out_tree), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _Unpickler(pickle.Unpickler):
+    """jax's payload, with every device it names read as the target device."""
+
+    def __init__(self, data: bytes, device):
+        super().__init__(io.BytesIO(data))
+        self.device = device
+        self.client = device.client
+        self.xla_bytes = None
+
+    def persistent_load(self, pid):
+        kind = pid[0]
+        if kind == "exec":  # loaded below, once the target's device assignment is known
+            self.xla_bytes = pid[1]
+            return None
+        if kind == "device":
+            return self.device
+        if kind == "client":
+            return self.client
+        raise pickle.UnpicklingError(f"unknown object in a serialized executable: {kind!r}")
+
+
+def load(data: bytes, index: int):
+    """A `jax.stages.Compiled` on neuron:index from `serialize`'s bytes (raises what jax or XLA raise
+    when the bytes do not load on this host)."""
+    import jaxlib.xla_client as xc
+    import numpy as np
+
+    fmt, payload, in_tree, out_tree = pickle.loads(data)
+    if fmt != FORMAT:
+        raise ValueError(f"serialized executable format {fmt}, this package reads {FORMAT}")
+    device = devices.jax_device(index)
+    unpickler = _Unpickler(payload, device)
+    unloaded, args_info_flat, no_kwargs = unpickler.load()
+    if unpickler.xla_bytes is None or not hasattr(unloaded, "xla_executable"):
+        raise ValueError("the serialized executable holds no XLA executable")
+    options = xc.CompileOptions()
+    options.device_assignment = xc.DeviceAssignment.create(np.array([[device.id]]))
+    unloaded.xla_executable = device.client.deserialize_executable(
+        unpickler.xla_bytes, xc.DeviceList((device,)), options
+    )
+    return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs)
+
+
+def device_kind(index: int = 0) -> str:
+    """What kind of device neuron:index is (a CPU, a GPU model): part of every executable's key."""
+    return devices.jax_device(index).device_kind
