@@ -51,7 +51,8 @@ def xla_flags() -> tuple:
 
 
 @functools.cache
-def _versions() -> tuple:
+def package_versions() -> tuple:
+    """(name, version) of this package (with its source digest), torch, jax and jaxlib."""
     import jax
     import jaxlib
     import torch
@@ -60,13 +61,16 @@ def _versions() -> tuple:
             ("jax", str(jax.__version__)), ("jaxlib", str(jaxlib.__version__)))
 
 
-def environment(platform: str, device_kind: str) -> tuple:
-    """Everything but the value key that an entry's key covers, as a value."""
+def jax_settings() -> tuple:
     import jax
 
-    settings = tuple((name, str(getattr(jax.config, name, None))) for name in _JAX_SETTINGS)
-    return (("format", FORMAT),) + _versions() + (
-        ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", settings))
+    return tuple((name, str(getattr(jax.config, name, None))) for name in _JAX_SETTINGS)
+
+
+def environment(platform: str, device_kind: str, versions: tuple | None = None) -> tuple:
+    """Everything but the value key that an entry's key covers, as a value."""
+    return (("format", FORMAT),) + (package_versions() if versions is None else versions) + (
+        ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()))
 
 
 def entry_key(environment: tuple, kind: str, value_key: tuple) -> bytes:

@@ -192,7 +192,7 @@ class DiskStore:
         self.writable = False
         why = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
                errno.EROFS: "it is on a read-only file system", errno.EACCES: "it is not writable",
-               errno.EPERM: "it is not writable"}.get(e.errno, f"{type(e).__name__}: {e}")
+               errno.EPERM: "it is not writable", errno.EFBIG: "the file size limit is reached"}.get(e.errno, f"{type(e).__name__}: {e}")
         self.write_problem = why
         warnings.warn(
             f"torch_neuronx: the executable cache cannot write to {self.top} ({why}); this process goes on "

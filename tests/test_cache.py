@@ -1,0 +1,490 @@
+"""The executable cache (torch_neuronx.cache): keys, the disk layer's safety, both bounds, sharing
+between processes and devices, torch.compiler's cache artifacts. Results are always checked against
+the CPU: a cache that returns a wrong result fails here, whatever it counts."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx
+from torch_neuronx import cache, metrics
+from torch_neuronx.cache import keys, store
+from torch_neuronx.compile import graph
+from torch_neuronx.eager import executor
+
+aten = torch.ops.aten
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """The process's executable cache made again over an empty folder of this test's own."""
+    folder = tmp_path / "neff_cache"
+    monkeypatch.setenv(cache.DIR_ENV, str(folder))
+    cache.reset()
+    metrics.clear_op_tracking()
+    yield folder
+    monkeypatch.undo()
+    cache.reset()  # the session's cache again, with the session's settings
+
+
+def entries(folder) -> list[pathlib.Path]:
+    return sorted(pathlib.Path(folder).rglob("*.entry"))
+
+
+def op_entries(folder, name=None) -> list[pathlib.Path]:
+    out = []
+    for path in entries(folder):
+        info, _body = store.decode(path.read_bytes(), path.stem)
+        if info.kind == "op" and (name is None or info.name == name):
+            out.append(path)
+    return out
+
+
+def run_python(code: str, folder, **env) -> subprocess.CompletedProcess:
+    full = {**os.environ, cache.DIR_ENV: str(folder), "PYTHONHASHSEED": "random", **env}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full, timeout=600)
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ---- keys
+
+
+def _env(**changes):
+    """keys.environment with one input changed."""
+    versions = dict((v[0], v[1:]) for v in keys.package_versions())
+    for name in ("torch_neuronx", "torch", "jax", "jaxlib"):
+        if name in changes:
+            versions[name] = changes.pop(name)
+    return keys.environment(changes.pop("platform", "cpu"), changes.pop("device_kind", "cpu"),
+                            tuple((k,) + tuple(v) for k, v in versions.items()))
+
+
+def test_the_key_changes_with_each_of_its_inputs_and_nothing_else(monkeypatch):
+    a = torch.ones(4, 5, device="neuron")
+    value_key = executor.call_key(aten.add.Tensor, (a, a), {})
+    base = keys.entry_key(_env(), "op", value_key)
+    assert keys.entry_key(_env(), "op", value_key) == base
+    mine = keys.package_versions()[0]
+    changed = {
+        "this package's version": _env(torch_neuronx=("0.0.1", mine[2])),
+        "this package's sources": _env(torch_neuronx=(mine[1], "0" * 64)),
+        "torch's version": _env(torch=("2.12.0",)),
+        "jax's version": _env(jax=("0.9.0",)),
+        "jaxlib's version": _env(jaxlib=("0.9.0",)),
+        "the platform": _env(platform="cuda"),
+        "the device kind": _env(device_kind="NVIDIA H200"),
+    }
+    for what, env in changed.items():
+        assert keys.entry_key(env, "op", value_key) != base, what
+    assert keys.entry_key(_env(), "graph", value_key) != base
+    # the value key: dtype, shape, strides (a transposed view), a static argument
+    b = torch.ones(4, 5, dtype=torch.float64, device="neuron")
+    for other in (executor.call_key(aten.add.Tensor, (b, b), {}),
+                  executor.call_key(aten.add.Tensor, (torch.ones(4, 6, device="neuron"),) * 2, {}),
+                  executor.call_key(aten.add.Tensor, (a.t(), a.t()), {}),
+                  executor.call_key(aten.add.Tensor, (a, a), {"alpha": 2})):
+        assert keys.entry_key(_env(), "op", other) != base
+    # XLA flags that change the executable change the key; the device count does not
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_fast_math=true")
+    assert keys.entry_key(_env(), "op", value_key) != base
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=7")
+    assert keys.entry_key(_env(), "op", value_key) == base
+    monkeypatch.undo()
+    # a jax setting that changes programs
+    import jax
+
+    before = jax.config.jax_default_matmul_precision
+    jax.config.update("jax_default_matmul_precision", "highest")
+    try:
+        assert keys.entry_key(_env(), "op", value_key) != base
+    finally:
+        jax.config.update("jax_default_matmul_precision", before)
+    assert keys.entry_key(_env(), "op", value_key) == base
+
+
+def test_every_device_shares_one_key():
+    a0, a1 = torch.ones(3, device="neuron:0"), torch.ones(3, device="neuron:1")
+    k0 = executor.call_key(aten.add.Tensor, (a0, a0), {})
+    k1 = executor.call_key(aten.add.Tensor, (a1, a1), {})
+    assert keys.entry_key(_env(), "op", k0) == keys.entry_key(_env(), "op", k1)
+    # a factory's device argument too
+    f0 = executor.call_key(aten.ones.default, ([2],), {"device": torch.device("neuron:0")})
+    f1 = executor.call_key(aten.ones.default, ([2],), {"device": torch.device("neuron:1")})
+    assert keys.entry_key(_env(), "op", f0) == keys.entry_key(_env(), "op", f1)
+
+
+def test_two_processes_store_the_same_op_under_one_key(tmp_path):
+    code = """
+        import torch
+        x = torch.arange(12.).reshape(3, 4).to('neuron')
+        print((x * 3 + 1).sum().item())
+    """
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        r = run_python(code, folder)
+        assert r.returncode == 0, r.stderr
+        assert float(r.stdout.split()[-1]) == float((torch.arange(12.) * 3 + 1).sum())
+    names = lambda f: sorted(p.name for p in entries(f))  # noqa: E731
+    assert names(first) and names(first) == names(second)
+
+
+# ---- loading instead of compiling
+
+
+def test_a_new_process_loads_eager_ops_and_graphs_from_disk(tmp_path):
+    code = """
+        import json, torch
+        from torch_neuronx import metrics
+        x = torch.arange(24.).reshape(4, 6).to('neuron')
+        eager = (x.sin() * 2 + x.t().sum()).cpu()
+        f = torch.compile(lambda a: torch.nn.functional.gelu(a @ a.t()).softmax(-1), backend='neuron',
+                          fullgraph=True, dynamic=False)
+        compiled = f(x).cpu()
+        d = torch.neuron.get_dynamo_metrics()
+        print(json.dumps({"eager": eager.tolist(), "compiled": compiled.tolist(),
+                          "op_compiles": sum(n for n, _s in metrics.compile_stats().values()),
+                          "graphs_compiled": d["graphs_compiled"], "graphs_loaded": sum(d["loaded_from_disk"].values()),
+                          **metrics.executable_cache_stats()}))
+    """
+    folder = tmp_path / "cache"
+    cold = json.loads(run_python(code, folder).stdout.splitlines()[-1])
+    warm_run = run_python(code, folder)
+    assert warm_run.returncode == 0, warm_run.stderr
+    warm = json.loads(warm_run.stdout.splitlines()[-1])
+    x = torch.arange(24.).reshape(4, 6)
+    torch.testing.assert_close(torch.tensor(cold["eager"]), x.sin() * 2 + x.t().sum())
+    torch.testing.assert_close(torch.tensor(cold["compiled"]), torch.nn.functional.gelu(x @ x.t()).softmax(-1))
+    assert warm["eager"] == cold["eager"] and warm["compiled"] == cold["compiled"]
+    assert cold["op_compiles"] >= 4 and cold["graphs_compiled"] == 1 and cold["disk_hits"] == 0
+    # the warm process compiled nothing: every op and the graph came from disk
+    assert warm["op_compiles"] == 0 and warm["graphs_compiled"] == 0 and warm["graphs_loaded"] == 1
+    assert warm["op_disk_hits"] == cold["disk_writes"] - 1 and warm["graph_disk_hits"] == 1
+    assert warm["disk_misses"] == 0 and warm["bad_entries"] == 0
+
+
+def test_a_copied_cache_folder_hits_and_holds_no_paths(tmp_path):
+    code = "import torch\nprint((torch.arange(5.).to('neuron').exp() - 1).cpu().tolist())\n" \
+           "from torch_neuronx import metrics\nprint(metrics.executable_cache_stats()['disk_hits'])"
+    original = tmp_path / "original_place"
+    r = run_python(code, original)
+    assert r.returncode == 0, r.stderr
+    for path in entries(original):
+        assert str(tmp_path).encode() not in path.read_bytes()
+    import shutil
+
+    copy = tmp_path / "elsewhere" / "copied"
+    shutil.copytree(original, copy)
+    r = run_python(code, copy)
+    assert r.returncode == 0, r.stderr
+    values, hits = r.stdout.splitlines()[-2:]
+    torch.testing.assert_close(torch.tensor(json.loads(values)), torch.arange(5.).exp() - 1)
+    assert int(hits) >= 2  # the op's executables and the probe's check
+
+
+def test_neuron_0_and_neuron_1_share_one_entry(fresh_cache):
+    x = _x(5, 7)
+    y0 = (x.to("neuron:0") * 3).cpu()
+    n = len(op_entries(fresh_cache, "aten.mul.Tensor"))
+    executor.clear_cache()
+    y1 = x.to("neuron:1") * 3
+    assert y1.device == torch.device("neuron:1")
+    torch.testing.assert_close(y1.cpu(), x * 3)
+    torch.testing.assert_close(y0, x * 3)
+    assert len(op_entries(fresh_cache, "aten.mul.Tensor")) == n == 1
+    assert metrics.executable_cache_stats()["op_disk_hits"] >= 1
+
+
+# ---- a bad entry is removed and compiled again
+
+
+def _damage(path: pathlib.Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncated":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    elif how == "flipped":
+        for i in range(len(data) - 40, len(data) - 8):
+            data[i] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif how == "wrong header":
+        path.write_bytes(b"NOTANENTRY" + bytes(data[10:]))
+    elif how == "another key":  # a whole valid entry, stored under the wrong name
+        info, body = store.decode(bytes(data), path.stem)
+        path.write_bytes(store.encode(info.name, info.kind, info.key + b"x", body))
+    elif how == "unloadable":  # a valid entry whose executable XLA cannot load
+        info, body = store.decode(bytes(data), path.stem)
+        meta, _blob = pickle.loads(body)
+        junk = pickle.dumps((1, b"\x00not an executable", None, None))
+        path.write_bytes(store.encode(info.name, info.kind, info.key, pickle.dumps((meta, junk))))
+    else:
+        raise ValueError(how)
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped", "wrong header", "another key", "unloadable"])
+def test_a_bad_entry_is_removed_and_compiled_again(fresh_cache, how):
+    x = _x(6, 3)
+    torch.testing.assert_close((x.to("neuron") * 5).cpu(), x * 5)
+    (path,) = op_entries(fresh_cache, "aten.mul.Tensor")
+    _damage(path, how)
+    executor.clear_cache()
+    metrics.clear_op_tracking()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = (x.to("neuron") * 5).cpu()
+    torch.testing.assert_close(got, x * 5)
+    said = [str(w.message) for w in caught if "was removed and is compiled again" in str(w.message)]
+    assert len(said) == 1 and "aten.mul.Tensor" in said[0], [str(w.message) for w in caught]
+    stats = metrics.executable_cache_stats()
+    assert stats["bad_entries"] == 1 and metrics.compile_stats()["aten.mul.Tensor"][0] == 1
+    # compiled again and stored whole: the next process (here: after memory is cleared) loads it
+    store.decode(path.read_bytes(), path.stem)
+    executor.clear_cache()
+    torch.testing.assert_close((x.to("neuron") * 5).cpu(), x * 5)
+    assert metrics.executable_cache_stats()["op_disk_hits"] >= 1
+
+
+def test_loading_that_does_not_work_on_this_host_turns_the_disk_layer_off(fresh_cache, monkeypatch):
+    from torch_neuronx.runtime import executables
+
+    def rejected(data, index):
+        raise RuntimeError("INVALID_ARGUMENT: the executable was compiled for other CPU features")
+
+    monkeypatch.setattr(executables, "load", rejected)
+    x = _x(4, 4)
+    with pytest.warns(RuntimeWarning, match="do not load from the disk cache on this host"):
+        got = (x.to("neuron") - 2).cpu()
+    torch.testing.assert_close(got, x - 2)
+    assert cache.executable_cache().disk is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning only
+        torch.testing.assert_close((x.to("neuron") - 3).cpu(), x - 3)
+
+
+# ---- many processes, unwritable folders, the switch
+
+
+_RACE = """
+    import json, sys, torch
+    from torch_neuronx import metrics
+    x = torch.arange(48.).reshape(6, 8) / 10
+    n = x.to('neuron')
+    outs = [(n * 2 + 1).sin(), n @ n.t(), n.softmax(-1), n.cumsum(0), (n - n.mean()).abs().max()]
+    f = torch.compile(lambda a: (a.exp() @ a.t()).tanh(), backend='neuron', fullgraph=True, dynamic=False)
+    outs.append(f(n))
+    print(json.dumps([o.cpu().tolist() for o in outs]))
+"""
+
+
+def test_eight_processes_compile_into_one_folder_at_once(tmp_path):
+    folder = tmp_path / "shared"
+    env = {**os.environ, cache.DIR_ENV: str(folder)}
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(_RACE)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(8)]
+    results = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, results):
+        assert p.returncode == 0, err
+        assert "RuntimeWarning" not in err, err  # no bad entry was ever read
+    x = torch.arange(48.).reshape(6, 8) / 10
+    want = [(x * 2 + 1).sin(), x @ x.t(), x.softmax(-1), x.cumsum(0), (x - x.mean()).abs().max(),
+            (x.exp() @ x.t()).tanh()]
+    for out, _err in results:
+        for got, w in zip(json.loads(out.splitlines()[-1]), want):
+            torch.testing.assert_close(torch.tensor(got), w)
+    found = entries(folder)
+    assert found
+    for path in found:  # every entry whole and valid; no temporary file left behind
+        store.decode(path.read_bytes(), path.stem)
+    assert not list(folder.rglob("*.tmp"))
+    kinds = {store.decode(p.read_bytes(), p.stem)[0].kind for p in found}
+    assert kinds == {"op", "graph", "probe"}
+
+
+def test_an_unwritable_folder_warns_once_and_the_run_goes_on(monkeypatch):
+    monkeypatch.setenv(cache.DIR_ENV, "/sys/neff_cache_cannot_be_made")
+    cache.reset()
+    try:
+        x = _x(3, 9)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.testing.assert_close((x.to("neuron") * 7).cpu(), x * 7)
+            torch.testing.assert_close((x.to("neuron") + 7).cpu(), x + 7)
+        said = [str(w.message) for w in caught if "cannot write" in str(w.message)]
+        assert len(said) == 1 and "/sys/neff_cache_cannot_be_made" in said[0], [str(w.message) for w in caught]
+    finally:
+        monkeypatch.undo()
+        cache.reset()
+
+
+def test_a_full_disk_warns_once_and_leaves_no_partial_entry(tmp_path):
+    # a file size limit makes every write past 2 KB fail as a full disk does (EFBIG)
+    code = """
+        import json, resource, signal, warnings
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+        import torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            x = torch.arange(10.).to('neuron')
+            doubled, total = (x * 2).cpu().tolist(), (x + 1).sin().sum().item()
+        print(json.dumps([doubled, total, sum('cannot write' in str(w.message) for w in caught)]))
+    """
+    folder = tmp_path / "full"
+    r = run_python(code, folder)
+    assert r.returncode == 0, r.stderr
+    doubled, total, warned = json.loads(r.stdout.splitlines()[-1])
+    assert doubled == [2.0 * i for i in range(10)]
+    assert abs(total - float((torch.arange(10.) + 1).sin().sum())) < 1e-5
+    assert warned == 1
+    for path in entries(folder):
+        store.decode(path.read_bytes(), path.stem)  # anything that is there is whole
+    assert not list(folder.rglob("*.tmp"))
+
+
+def test_the_disable_switch_writes_nothing(tmp_path):
+    folder = tmp_path / "off"
+    r = run_python("import torch\nprint((torch.ones(3).to('neuron') * 4).cpu().tolist())", folder,
+                   TORCH_NEURONX_NEFF_DISABLE_CACHE="1")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[-1]) == [4.0, 4.0, 4.0]
+    assert not folder.exists()
+
+
+# ---- bounds
+
+
+def test_the_memory_bound_evicts_the_least_recently_used_and_disk_gives_it_back(fresh_cache, monkeypatch):
+    monkeypatch.setenv(cache.MEMORY_ENTRIES_ENV, "4")
+    cache.reset()
+    held = cache.executable_cache()
+    x = _x(2, 3).to("neuron")
+    y = x * 2  # the oldest
+    for k in range(6):  # six more signatures: the first ones leave memory
+        torch.testing.assert_close((x[:, : k % 3 + 1] + k).cpu(), x.cpu()[:, : k % 3 + 1] + k)
+        _ = torch.ones(k + 1, device="neuron")
+    assert len(held.memory) <= 4
+    stats = metrics.executable_cache_stats()
+    assert stats["memory_evictions"] >= 3
+    hits = stats["op_disk_hits"]
+    torch.testing.assert_close((x * 2).cpu(), y.cpu())  # evicted: it comes back from disk
+    assert metrics.executable_cache_stats()["op_disk_hits"] == hits + 1
+    assert len(held.memory) <= 4
+
+
+def test_the_memory_size_bound(fresh_cache, monkeypatch):
+    monkeypatch.setenv(cache.MEMORY_SIZE_ENV, "40K")
+    cache.reset()
+    held = cache.executable_cache()
+    x = _x(3, 12)
+    for k in range(1, 12):  # each a new signature of mul
+        torch.testing.assert_close((x.to("neuron")[:, :k] * k).cpu(), x[:, :k] * k)
+    assert 0 < held.memory.nbytes <= 40 * 1024
+    assert metrics.executable_cache_stats()["memory_evictions"] > 0
+
+
+def test_the_disk_bound_removes_the_least_recently_used(fresh_cache, monkeypatch):
+    monkeypatch.setenv(cache.MAX_SIZE_ENV, "120K")
+    cache.reset()
+    disk = cache.executable_cache().disk
+    x = _x(8)
+    torch.testing.assert_close((x.to("neuron") * 2).cpu(), x * 2)
+    (first,) = op_entries(fresh_cache, "aten.mul.Tensor")
+    os.utime(first, (1, 1))  # used long ago: the first to go
+    for k in range(2, 40):
+        torch.testing.assert_close((x.to("neuron")[:k % 8 + 1] + k * torch.ones(1).to("neuron")).cpu(),
+                                   x[:k % 8 + 1] + k)
+        torch.testing.assert_close(x.to("neuron")[: k % 7 + 1].exp().cpu(), x[: k % 7 + 1].exp())
+    assert disk.total_bytes() <= 120 * 1024
+    assert not first.exists()
+    assert metrics.executable_cache_stats()["disk_evictions"] > 0
+    assert entries(fresh_cache)  # pruned to the low mark, not emptied
+
+
+def test_size_settings_parse_and_bad_ones_name_the_variable():
+    assert cache.parse_size("1048576", "V") == 1 << 20
+    assert cache.parse_size("500M", "V") == 500 << 20
+    assert cache.parse_size("1.5G", "V") == int(1.5 * (1 << 30))
+    assert cache.parse_size("2GiB", "V") == 2 << 30
+    with pytest.raises(ValueError, match="TORCH_NEURONX_NEFF_CACHE_MAX_SIZE='lots'"):
+        cache.parse_size("lots", cache.MAX_SIZE_ENV)
+
+
+# ---- graphs
+
+
+@torch.library.custom_op("neuron_cache_test::twice_plus_one", mutates_args=())
+def twice_plus_one(x: torch.Tensor) -> torch.Tensor:  # nothing lowers it: it runs on the host
+    return x * 2 + 1
+
+
+@twice_plus_one.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@pytest.mark.cpu_fallback
+def test_a_graph_that_runs_an_op_on_the_host_stays_in_memory(fresh_cache):
+    x = _x(8)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback's own warning
+        compiled = torch.compile(lambda a: twice_plus_one(a.sin()) - 1, backend="neuron", fullgraph=True)
+        got = compiled(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), x.sin() * 2)
+    assert torch.neuron.get_dynamo_metrics()["graphs"][-1]["fallback_ops"] == ["neuron_cache_test.twice_plus_one.default"]
+    kinds = {store.decode(p.read_bytes(), p.stem)[0].kind for p in entries(fresh_cache)}
+    assert "graph" not in kinds  # a host callback cannot be serialized
+    assert metrics.executable_cache_stats()["unstorable"] >= 1
+    torch.testing.assert_close(compiled(x.to("neuron")).cpu(), x.sin() * 2)  # and it is still held
+
+
+def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
+    save = """
+        import sys, torch
+        f = torch.compile(lambda a, b: (a @ b).relu() + b.sum(), backend='neuron', fullgraph=True, dynamic=False)
+        a = torch.arange(12.).reshape(3, 4).to('neuron') / 7
+        print(f(a, a.t()).cpu().sum().item())
+        artifacts = torch.compiler.save_cache_artifacts()
+        assert artifacts is not None
+        blob, info = artifacts
+        open(sys.argv[-1] if len(sys.argv) > 1 else %r, 'wb').write(blob)
+        print(len(info.neuron_executable_artifacts))
+    """ % str(tmp_path / "artifacts.bin")
+    r = run_python(save, tmp_path / "first")
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) == 1
+    load = f"""
+        import torch
+        info = torch.compiler.load_cache_artifacts(open({str(tmp_path / 'artifacts.bin')!r}, 'rb').read())
+        print(len(info.neuron_executable_artifacts))
+    """
+    fresh = tmp_path / "fresh"
+    r = run_python(load, fresh)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) == 1
+    assert [store.decode(p.read_bytes(), p.stem)[0].kind for p in entries(fresh)] == ["graph"]
+    use = """
+        import torch
+        f = torch.compile(lambda a, b: (a @ b).relu() + b.sum(), backend='neuron', fullgraph=True, dynamic=False)
+        a = torch.arange(12.).reshape(3, 4).to('neuron') / 7
+        print(f(a, a.t()).cpu().sum().item())
+        d = torch.neuron.get_dynamo_metrics()
+        print(d['graphs_compiled'], sum(d['loaded_from_disk'].values()))
+    """
+    r = run_python(use, fresh)
+    assert r.returncode == 0, r.stderr
+    value, counts = r.stdout.splitlines()[-2:]
+    a = torch.arange(12.).reshape(3, 4) / 7
+    assert abs(float(value) - float(((a @ a.t()).relu() + a.t().sum()).sum())) < 1e-4
+    assert counts.split() == ["0", "1"]
