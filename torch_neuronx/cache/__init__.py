@@ -186,6 +186,49 @@ class ExecutableCache:
             metrics.cache_event("write_failures")
         return len(blob)
 
+    def load_record(self, kind: str, name: str, key: tuple) -> bytes | None:
+        """The body of a record that is not an executable (what a layer learned that saves it work
+        in a new process), from disk; None on a miss or a bad entry (removed, warned once)."""
+        if self.disk is None:
+            return None
+        ek = self._entry_key(kind, key)
+        if ek is None:
+            return None
+        digest = keys.digest(ek)
+        try:
+            got = self.disk.read(ek, digest)
+        except BadEntry as e:
+            self._bad(digest, name, str(e))
+            return None
+        if got is None:
+            metrics.disk_miss(kind)
+            return None
+        from . import artifacts
+
+        artifacts.record(digest, got[0])
+        return got[1]
+
+    def save_record(self, kind: str, name: str, key: tuple, body: bytes) -> bool:
+        if self.disk is None:
+            return False
+        ek = self._entry_key(kind, key)
+        if ek is None:
+            return False
+        digest = keys.digest(ek)
+        data = encode(name, kind, ek, body)
+        if not self.disk.write(digest, data):
+            return False
+        metrics.disk_written(kind, len(data))
+        from . import artifacts
+
+        artifacts.record(digest, data)
+        return True
+
+    def remove_record(self, kind: str, key: tuple) -> None:
+        ek = self._entry_key(kind, key) if self.disk is not None else None
+        if ek is not None:
+            self.disk.remove(self.disk.path(keys.digest(ek)))
+
     def compiling(self, kind: str, key: tuple):
         """A context held while compiling `key`: another process compiling the same key waits for it
         (then finds the entry on disk). Holds nothing without a disk layer."""

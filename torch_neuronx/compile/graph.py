@@ -141,7 +141,7 @@ class GraphProgram:
         self.device_constants = [v if isinstance(v, torch.Tensor) and v.device.type == "neuron" else None for v in values]
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.random = any(_is_random(n) for n in self.nodes)
-        self.structure = _structure_key(gm)
+        self.structure = structure_digest(gm)
         # input signatures this graph was called with; the executables themselves live in the
         # process's executable cache, but for a graph that cannot be shared (no structure digest)
         self.signatures: set[tuple] = set()
@@ -280,7 +280,7 @@ def compiled_keys() -> list[tuple]:
 _NEURON_DEVICE = re.compile(r"device\(type='neuron', index=\d+\)")
 
 
-def _structure_key(gm) -> str | None:
+def structure_digest(gm) -> str | None:
     """A digest of what the graph computes: its code (a neuron device named without its index: the
     graph runs on its inputs' device) and the values of its constants (None when a constant cannot
     be read: such a graph is never shared)."""

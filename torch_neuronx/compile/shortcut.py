@@ -1,0 +1,124 @@
+"""AOTAutograd's result for an inference graph, kept in the executable cache's folder, so that a new
+process running the same model skips AOTAutograd (not only lowering and XLA).
+
+Dynamo hands the backend the same graph in every process that runs the same model, and AOTAutograd
+turns it into the same functional ATen graph. When its run-time wrapper does nothing (an inference
+graph: no input is mutated, no output aliases an input or another output, no effect tokens, no
+duplicated or nested inputs, no parameters held by the graph module, autocast off), that ATen graph
+is all the backend needs: it is stored, with its nodes' fake values (torch's GraphPickler), under a
+key made of the Dynamo graph's structure digest, each input's layout and grad flags, and the grad
+mode. The next process loads it and makes the GraphProgram from it, whose executable comes from the
+executable cache. Only a graph that calls torch's own functions and ATen ops qualifies: the code of a
+user's custom op is not in the digest.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from .. import cache, metrics
+from .graph import GraphProgram, structure_digest
+
+KIND = "aot"
+_TORCH_OPS = ("torch.ops.aten", "torch.ops.prims")
+_PLAIN_MODULES = ("_operator", "operator", "math", "builtins")
+
+
+def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
+    """The record key of Dynamo's graph `gm` called on `example_inputs`, or None when the graph
+    does not qualify (see the module's docstring)."""
+    if cache.executable_cache().disk is None:
+        return None
+    if next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None:
+        return None
+    if torch.is_autocast_enabled() or torch.is_autocast_enabled("cpu"):
+        return None
+    if not all(_torch_owned(n) for n in gm.graph.nodes):
+        return None
+    structure = structure_digest(gm)
+    if structure is None:
+        return None
+    sig = []
+    storages = {}
+    for i, x in enumerate(example_inputs):
+        if type(x) in (torch.Tensor, torch.nn.Parameter):
+            shared = storages.setdefault(x.untyped_storage().data_ptr(), i) if x.device.type == "neuron" else i
+            sig.append((x.dtype, tuple(x.shape), tuple(x.stride()), x.storage_offset(), x.requires_grad,
+                        x.device.type, shared))
+        elif type(x) in (int, bool):
+            sig.append(("static", x))
+        else:
+            return None
+    # the last item stands where executable keys hold the device index: a record is device-free
+    return ("aot", structure, tuple(sig), torch.is_grad_enabled(), 0)
+
+
+def _torch_owned(node) -> bool:
+    if node.op in ("placeholder", "output", "get_attr", "call_method"):
+        return True
+    if node.op != "call_function":
+        return False  # a call_module: the module's code is not in the digest
+    target = node.target
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return target.namespace in ("aten", "prims")
+    module = getattr(target, "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.") or module in _PLAIN_MODULES
+
+
+def remember(key: tuple, aten_graph: torch.fx.GraphModule, name: str) -> bool:
+    """Store AOTAutograd's inference graph for `key`, if its run-time wrapper does nothing."""
+    if not _wrapper_does_nothing(aten_graph):
+        return False
+    from torch.fx._graph_pickler import GraphPickler, Options
+
+    try:
+        body = GraphPickler.dumps(aten_graph, Options(ops_filter=lambda op: op.startswith(_TORCH_OPS)))
+    except Exception:  # an op or a value GraphPickler refuses: AOTAutograd runs again next time
+        return False
+    return cache.executable_cache().save_record(KIND, name, key, body)
+
+
+def _wrapper_does_nothing(aten_graph) -> bool:
+    from torch._functorch._aot_autograd.schemas import OutputType, PlainTensorMeta
+
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    if meta is None:
+        return False
+    placeholders = [n for n in aten_graph.graph.nodes if n.op == "placeholder"]
+    return (
+        len(placeholders) == len(meta.input_info)
+        and not any(i.mutates_data or i.mutates_metadata for i in meta.input_info)
+        and all(o.output_type == OutputType.non_alias and not o.requires_grad for o in meta.output_info)
+        and meta.num_intermediate_bases == 0
+        and not meta.tokens
+        and not meta.is_rng_op_functionalized
+        and all(isinstance(m, (PlainTensorMeta, int)) or m is None for m in meta.subclass_inp_meta)
+        and all(isinstance(m, (PlainTensorMeta, int)) or m is None for m in meta.subclass_fw_graph_out_meta)
+    )
+
+
+def load(key: tuple, name: str, reason: str | None):
+    """The backend's callable for `key` made from a stored ATen graph, or None on a miss."""
+    body = cache.executable_cache().load_record(KIND, name, key)
+    if body is None:
+        return None
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx._graph_pickler import GraphPickler
+
+    try:
+        aten_graph = GraphPickler.loads(body, FakeTensorMode())
+        program = GraphProgram(aten_graph, f"{name}_inference", "inference", reason)
+    except Exception:  # written by a torch that pickled differently: run AOTAutograd again
+        cache.executable_cache().remove_record(KIND, key)
+        return None
+    metrics.aot_autograd_skipped(program.name)
+
+    def forward(*args):
+        return program(*args)
+
+    return forward
+
+
+__all__ = ["KIND", "key_of", "remember", "load", "operator"]
