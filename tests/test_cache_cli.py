@@ -157,6 +157,7 @@ def test_stats_counts_match_the_entry_files(cache_dir, capsys, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MAX_SIZE", "500M")
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES", "many")
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "inf")
     monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
     rc, out, _err = _run(capsys, "stats")
     assert rc == 0
@@ -168,6 +169,11 @@ def test_stats_counts_match_the_entry_files(cache_dir, capsys, monkeypatch):
     assert table["TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"] == ["500.0", "MB"]
     assert table["TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES"][0] == "invalid:"
     assert "'many'" in out
+    assert " ".join(table["TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"]) == (
+        "invalid: TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE='inf': expected a size in bytes such as 1073741824, 500M or 20G")
+    monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE")
+    rc, out, _err = _run(capsys, "stats")
+    table = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
     assert table["TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"] == ["1.0", "GB", "(default)"]
 
 
@@ -271,6 +277,8 @@ def test_usage_errors_exit_2_with_a_message(cache_dir, capsys):
     assert rc == 2
     assert "'12XB'" in err and "expected a size" in err and "Traceback" not in err
     assert len(_entry_files(cache_dir)) == 4
+    rc, out, err = _run(capsys, "prune", "--max-size", "inf", "--dir", str(cache_dir))
+    assert rc == 2 and "--max-size='inf': expected a size" in err and "Traceback" not in err
     rc, _out, err = _run(capsys, "prune", "--dir", str(cache_dir))
     assert rc == 2 and "--max-size" in err
     rc, _out, err = _run(capsys, "frobnicate")

@@ -72,9 +72,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _size(text: str) -> int:
     try:
-        return cache.parse_size(text, "--max-size")
+        return parse_size(text, "--max-size")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def parse_size(text: str, var: str) -> int:
+    """`cache.parse_size`, with one message for every bad size."""
+    try:
+        return cache.parse_size(text, var)
+    except (ValueError, OverflowError):  # it lets 'inf' overflow and 'nan' fail inside int()
+        raise ValueError(f"{var}={text!r}: expected a size in bytes such as 1073741824, 500M or 20G") from None
 
 
 # ---- ls
@@ -175,10 +183,10 @@ def settings() -> dict:
     """The cache's bounds as this environment sets them, per variable: its text (None when unset),
     its value (bytes, or executables for the memory's count; None: no bound) or the problem with it."""
     parsers = {
-        cache.MAX_SIZE_ENV: lambda text: cache.parse_size(text, cache.MAX_SIZE_ENV) if text else None,
+        cache.MAX_SIZE_ENV: lambda text: parse_size(text, cache.MAX_SIZE_ENV) if text else None,
         cache.MEMORY_ENTRIES_ENV: lambda text: _count(text, cache.MEMORY_ENTRIES_ENV) if text
         else cache.DEFAULT_MEMORY_ENTRIES,
-        cache.MEMORY_SIZE_ENV: lambda text: cache.parse_size(text, cache.MEMORY_SIZE_ENV) if text
+        cache.MEMORY_SIZE_ENV: lambda text: parse_size(text, cache.MEMORY_SIZE_ENV) if text
         else cache.DEFAULT_MEMORY_BYTES,
     }
     out = {}
