@@ -157,6 +157,7 @@ def test_a_new_process_loads_eager_ops_and_graphs_from_disk(tmp_path):
         print(json.dumps({"eager": eager.tolist(), "compiled": compiled.tolist(),
                           "op_compiles": sum(n for n, _s in metrics.compile_stats().values()),
                           "graphs_compiled": d["graphs_compiled"], "graphs_loaded": sum(d["loaded_from_disk"].values()),
+                          "aot_skipped": sum(d["aot_autograd_skipped"].values()),
                           **metrics.executable_cache_stats()}))
     """
     folder = tmp_path / "cache"
@@ -169,9 +170,11 @@ def test_a_new_process_loads_eager_ops_and_graphs_from_disk(tmp_path):
     torch.testing.assert_close(torch.tensor(cold["compiled"]), torch.nn.functional.gelu(x @ x.t()).softmax(-1))
     assert warm["eager"] == cold["eager"] and warm["compiled"] == cold["compiled"]
     assert cold["op_compiles"] >= 4 and cold["graphs_compiled"] == 1 and cold["disk_hits"] == 0
-    # the warm process compiled nothing: every op and the graph came from disk
+    # the warm process compiled nothing: every op and the graph came from disk, and AOTAutograd's
+    # graph too (it did not run)
+    assert cold["aot_skipped"] == 0 and warm["aot_skipped"] == 1
     assert warm["op_compiles"] == 0 and warm["graphs_compiled"] == 0 and warm["graphs_loaded"] == 1
-    assert warm["op_disk_hits"] == cold["disk_writes"] - 1 and warm["graph_disk_hits"] == 1
+    assert warm["op_disk_hits"] == cold["disk_writes"] - 2 and warm["graph_disk_hits"] == 1
     assert warm["disk_misses"] == 0 and warm["bad_entries"] == 0
 
 
@@ -308,7 +311,7 @@ def test_eight_processes_compile_into_one_folder_at_once(tmp_path):
         store.decode(path.read_bytes(), path.stem)
     assert not list(folder.rglob("*.tmp"))
     kinds = {store.decode(p.read_bytes(), p.stem)[0].kind for p in found}
-    assert kinds == {"op", "graph", "probe"}
+    assert kinds == {"op", "graph", "aot", "probe"}
 
 
 def test_an_unwritable_folder_warns_once_and_the_run_goes_on(monkeypatch):
@@ -449,6 +452,59 @@ def test_a_graph_that_runs_an_op_on_the_host_stays_in_memory(fresh_cache):
     torch.testing.assert_close(compiled(x.to("neuron")).cpu(), x.sin() * 2)  # and it is still held
 
 
+def _kinds(folder) -> list[str]:
+    return sorted(store.decode(p.read_bytes(), p.stem)[0].kind for p in entries(folder))
+
+
+def test_aot_autograd_is_skipped_only_where_its_wrapper_does_nothing(fresh_cache):
+    torch._dynamo.reset()
+    x = _x(4, 5)
+
+    def pure(a):
+        return (a * 2).softmax(-1)
+
+    def mutates(a):
+        a.mul_(3)
+        return a + 1
+
+    def aliases(a):
+        return a.t(), a.exp()
+
+    f = torch.compile(pure, backend="neuron", fullgraph=True, dynamic=False)
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), pure(x))
+    assert _kinds(fresh_cache).count("aot") == 1
+    for fn in (mutates, aliases):
+        torch._dynamo.reset()
+        n = x.to("neuron")
+        got = torch.compile(fn, backend="neuron", fullgraph=True, dynamic=False)(n)
+        want = fn(x.clone())
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            torch.testing.assert_close(g.cpu(), w)
+        assert _kinds(fresh_cache).count("aot") == 1, fn.__name__  # nothing stored for it
+    # Dynamo traces `pure` again (a fresh start): AOTAutograd's graph comes from disk, and a new
+    # default dtype is another key (the graph's code does not show it)
+    torch._dynamo.reset()
+    metrics.clear_op_tracking()
+    torch.neuron.reset_dynamo_metrics()
+    f = torch.compile(pure, backend="neuron", fullgraph=True, dynamic=False)
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), pure(x))
+    assert sum(torch.neuron.get_dynamo_metrics()["aot_autograd_skipped"].values()) == 1
+    torch._dynamo.reset()
+    with torch.no_grad():
+        g = torch.compile(lambda a: a + torch.ones(5, device=a.device), backend="neuron", fullgraph=True, dynamic=False)
+        torch.testing.assert_close(g(x.to("neuron")).cpu(), x + 1)
+        torch._dynamo.reset()
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            g = torch.compile(lambda a: a + torch.ones(5, device=a.device), backend="neuron", fullgraph=True, dynamic=False)
+            got = g(x.to("neuron"))
+        finally:
+            torch.set_default_dtype(previous)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got.cpu(), x + torch.ones(5, dtype=torch.float64))
+
+
 def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
     save = """
         import sys, torch
@@ -463,7 +519,7 @@ def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
     """ % str(tmp_path / "artifacts.bin")
     r = run_python(save, tmp_path / "first")
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split()[-1]) == 1
+    assert int(r.stdout.split()[-1]) == 2  # the graph's executable and AOTAutograd's graph
     load = f"""
         import torch
         info = torch.compiler.load_cache_artifacts(open({str(tmp_path / 'artifacts.bin')!r}, 'rb').read())
@@ -472,19 +528,19 @@ def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
     fresh = tmp_path / "fresh"
     r = run_python(load, fresh)
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split()[-1]) == 1
-    assert [store.decode(p.read_bytes(), p.stem)[0].kind for p in entries(fresh)] == ["graph"]
+    assert int(r.stdout.split()[-1]) == 2
+    assert _kinds(fresh) == ["aot", "graph"]
     use = """
         import torch
         f = torch.compile(lambda a, b: (a @ b).relu() + b.sum(), backend='neuron', fullgraph=True, dynamic=False)
         a = torch.arange(12.).reshape(3, 4).to('neuron') / 7
         print(f(a, a.t()).cpu().sum().item())
         d = torch.neuron.get_dynamo_metrics()
-        print(d['graphs_compiled'], sum(d['loaded_from_disk'].values()))
+        print(d['graphs_compiled'], sum(d['loaded_from_disk'].values()), sum(d['aot_autograd_skipped'].values()))
     """
     r = run_python(use, fresh)
     assert r.returncode == 0, r.stderr
     value, counts = r.stdout.splitlines()[-2:]
     a = torch.arange(12.).reshape(3, 4) / 7
     assert abs(float(value) - float(((a @ a.t()).relu() + a.t().sum()).sum())) < 1e-4
-    assert counts.split() == ["0", "1"]
+    assert counts.split() == ["0", "1", "1"]

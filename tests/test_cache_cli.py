@@ -93,11 +93,12 @@ def _set_last_use(paths, now=None) -> None:
 def test_ls_lists_eager_ops_and_graphs(cache_dir, capsys):
     rc, out, _err = _run(capsys, "ls", "--dir", str(cache_dir))
     assert rc == 0
-    rows = {row[0]: row for row in _ls_rows(out)}
+    listed = _ls_rows(out)
+    rows = {row[0]: row for row in listed}
     assert rows["aten.add.Tensor"][1] == "op"
     assert rows["aten.sin.default"][1] == "op"
-    graphs = [row for name, row in rows.items() if name.startswith("graph_")]
-    assert len(graphs) == 1 and graphs[0][1] == "graph", out
+    graphs = sorted(row[1] for row in listed if row[0].startswith("graph_"))
+    assert graphs == ["aot", "graph"], out  # the graph's executable and AOTAutograd's graph
     assert rows["probe"][1] == "probe"
     assert rows["aten.add.Tensor"][3] in ("B", "KB", "MB")
     n = len(_entry_files(cache_dir))
@@ -148,7 +149,7 @@ def test_stats_counts_match_the_entry_files(cache_dir, capsys, monkeypatch):
     stats = json.loads(out)
     assert stats["entries"] == len(files)
     assert stats["bytes"] == sum(p.stat().st_size for p in files)
-    assert {k: t["entries"] for k, t in stats["kinds"].items()} == {"op": 2, "graph": 1, "probe": 1}
+    assert {k: t["entries"] for k, t in stats["kinds"].items()} == {"op": 2, "graph": 1, "aot": 1, "probe": 1}
     assert stats["bad"] == {"entries": 0, "bytes": 0}
     assert stats["hits"] == 0 and stats["disk_cache_enabled"] is True
     assert stats["oldest"]["created"] <= stats["newest"]["created"]
@@ -244,20 +245,20 @@ def test_ls_and_stats_show_bad_entries(cache_dir, capsys):
 
 def test_prune_removes_the_least_recently_used_first(cache_dir, capsys):
     paths = _entry_files(cache_dir)
-    paths = [paths[2], paths[0], paths[3], paths[1]]  # an order of last use unlike the files' order
+    paths = [paths[2], paths[0], paths[3], paths[1], paths[4]]  # an order of last use unlike the files' order
     _set_last_use(paths)
     sizes = [p.stat().st_size for p in paths]
-    keep = sum(sizes[2:])  # what may stay: exactly the two most recently used
+    keep = sum(sizes[2:])  # what may stay: exactly the three most recently used
     rc, out, _err = _run(capsys, "prune", "--max-size", str(keep), "--dir", str(cache_dir))
     assert rc == 0
     assert out.strip().startswith("removed 2 entries (")
-    assert [p.exists() for p in paths] == [False, False, True, True]
+    assert [p.exists() for p in paths] == [False, False, True, True, True]
     assert sum(p.stat().st_size for p in _entry_files(cache_dir)) <= keep
 
-    rc, out, _err = _run(capsys, "prune", "--max-size", f"{(sizes[3] + 1023) // 1024}K", "--dir", str(cache_dir))
+    rc, out, _err = _run(capsys, "prune", "--max-size", f"{(sizes[4] + 1023) // 1024}K", "--dir", str(cache_dir))
     assert rc == 0
-    assert out.strip().startswith("removed 1 entry (")
-    assert _entry_files(cache_dir) == [paths[3]]
+    assert out.strip().startswith("removed 2 entries (")
+    assert _entry_files(cache_dir) == [paths[4]]
 
 
 def test_clear_removes_every_entry(cache_dir, capsys):
@@ -276,7 +277,7 @@ def test_usage_errors_exit_2_with_a_message(cache_dir, capsys):
     rc, out, err = _run(capsys, "prune", "--max-size", "12XB", "--dir", str(cache_dir))
     assert rc == 2
     assert "'12XB'" in err and "expected a size" in err and "Traceback" not in err
-    assert len(_entry_files(cache_dir)) == 4
+    assert len(_entry_files(cache_dir)) == 5
     rc, out, err = _run(capsys, "prune", "--max-size", "inf", "--dir", str(cache_dir))
     assert rc == 2 and "--max-size='inf': expected a size" in err and "Traceback" not in err
     rc, _out, err = _run(capsys, "prune", "--dir", str(cache_dir))
@@ -294,8 +295,8 @@ def test_python_m_runs_the_command(filled):
     r = _python(["-m", "torch_neuronx.cli", "cache", "stats", "--dir", str(filled)])
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["folder", str(filled)]
-    totals = {line.split()[0]: line.split()[1] for line in lines[1:6]}
-    assert totals == {"KIND": "ENTRIES", "op": "2", "graph": "1", "probe": "1", "total": "4"}
+    totals = {line.split()[0]: line.split()[1] for line in lines[1:7]}
+    assert totals == {"KIND": "ENTRIES", "op": "2", "graph": "1", "aot": "1", "probe": "1", "total": "5"}
 
 
 def test_only_verify_starts_jax(cache_dir):

@@ -16,7 +16,7 @@ import time
 from . import cache
 from .cache.store import DiskStore
 
-KINDS = ("op", "graph", "probe")
+KINDS = ("op", "graph", "aot", "probe")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,17 +72,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _size(text: str) -> int:
     try:
-        return parse_size(text, "--max-size")
+        return cache.parse_size(text, "--max-size")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def parse_size(text: str, var: str) -> int:
-    """`cache.parse_size`, with one message for every bad size."""
-    try:
-        return cache.parse_size(text, var)
-    except (ValueError, OverflowError):  # it lets 'inf' overflow and 'nan' fail inside int()
-        raise ValueError(f"{var}={text!r}: expected a size in bytes such as 1073741824, 500M or 20G") from None
 
 
 # ---- ls
@@ -183,10 +175,10 @@ def settings() -> dict:
     """The cache's bounds as this environment sets them, per variable: its text (None when unset),
     its value (bytes, or executables for the memory's count; None: no bound) or the problem with it."""
     parsers = {
-        cache.MAX_SIZE_ENV: lambda text: parse_size(text, cache.MAX_SIZE_ENV) if text else None,
-        cache.MEMORY_ENTRIES_ENV: lambda text: _count(text, cache.MEMORY_ENTRIES_ENV) if text
+        cache.MAX_SIZE_ENV: lambda text: cache.parse_size(text, cache.MAX_SIZE_ENV) if text else None,
+        cache.MEMORY_ENTRIES_ENV: lambda text: cache.parse_count(text, cache.MEMORY_ENTRIES_ENV) if text
         else cache.DEFAULT_MEMORY_ENTRIES,
-        cache.MEMORY_SIZE_ENV: lambda text: parse_size(text, cache.MEMORY_SIZE_ENV) if text
+        cache.MEMORY_SIZE_ENV: lambda text: cache.parse_size(text, cache.MEMORY_SIZE_ENV) if text
         else cache.DEFAULT_MEMORY_BYTES,
     }
     out = {}
@@ -197,17 +189,6 @@ def settings() -> dict:
         except ValueError as e:
             out[var] = {"text": text, "value": None, "problem": str(e)}
     return out
-
-
-def _count(text: str, var: str) -> int:
-    """What the cache makes of a count of executables (it raises the same error)."""
-    try:
-        value = int(text)
-        if value < 1:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"{var}={text!r}: expected a positive number of executables") from None
-    return value
 
 
 def _describe(var: str, setting: dict) -> str:
@@ -248,9 +229,13 @@ def _load_problem(store: DiskStore, info) -> str | None:
 
     try:
         body = store.read_body(info.path)
-        # a probe entry's body is the executable itself; the others hold (their layer's metadata, it)
-        blob = body if info.kind == "probe" else pickle.loads(body)[1]
-        executables.load(blob, 0)
+        if info.kind == "aot":  # a stored AOTAutograd graph (compile/shortcut.py), not an executable
+            from torch._subclasses.fake_tensor import FakeTensorMode
+            from torch.fx._graph_pickler import GraphPickler
+
+            GraphPickler.loads(body, FakeTensorMode())
+        else:  # (the layer's metadata, the serialized executable)
+            executables.load(pickle.loads(body)[1], 0)
     except FileNotFoundError:
         return None  # removed meanwhile: nothing left to check
     except Exception as e:  # whatever the bytes make unpickling, jax or XLA raise

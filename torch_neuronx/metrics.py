@@ -159,6 +159,14 @@ def graph_loaded(name: str) -> None:
     _graph_loads[name] += 1
 
 
+_aot_skips: collections.Counter = collections.Counter()
+
+
+def aot_autograd_skipped(name: str) -> None:
+    """A graph's AOTAutograd result came from the disk cache (compile/shortcut.py)."""
+    _aot_skips[name] += 1
+
+
 def graph_executed(name: str) -> None:
     _graph_runs[name] += 1
 
@@ -177,6 +185,7 @@ def get_dynamo_metrics() -> dict:
         "executions": dict(_graph_runs),
         "reused": dict(_graph_reuses),
         "loaded_from_disk": dict(_graph_loads),
+        "aot_autograd_skipped": dict(_aot_skips),
     }
 
 
@@ -185,6 +194,7 @@ def reset_dynamo_metrics() -> None:
     _graph_runs.clear()
     _graph_reuses.clear()
     _graph_loads.clear()
+    _aot_skips.clear()
 
 
 def report() -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import re
 import threading
 import time
 import warnings
@@ -41,28 +42,20 @@ MEMORY_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"
 DEFAULT_MEMORY_ENTRIES = 2048
 DEFAULT_MEMORY_BYTES = 1 << 30
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30,
-          "GB": 1 << 30, "T": 1 << 40, "TB": 1 << 40}
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
 
 
 def parse_size(text: str, var: str) -> int:
-    """'1048576', '500M', '1.5G' -> bytes."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("I")
-    number = t.rstrip("KMGTB")
-    unit = t[len(number):]
-    try:
-        value = float(number)
-        if unit not in _UNITS or value < 0:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"{var}={text!r}: expected a size in bytes such as 1073741824, 500M or 20G") from None
-    return int(value * _UNITS[unit])
+    """'1048576', '500M', '1.5G', '2GiB' -> bytes; anything else raises ValueError naming `var`."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{var}={text!r}: expected a size in bytes such as 1073741824, 500M or 20G")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
-def _int_env(var: str, default: int) -> int:
-    text = os.environ.get(var)
-    if not text:
-        return default
+def parse_count(text: str, var: str) -> int:
+    """A positive number of executables; anything else raises ValueError naming `var`."""
     try:
         value = int(text)
         if value < 1:
@@ -70,6 +63,11 @@ def _int_env(var: str, default: int) -> int:
     except ValueError:
         raise ValueError(f"{var}={text!r}: expected a positive number of executables") from None
     return value
+
+
+def _int_env(var: str, default: int) -> int:
+    text = os.environ.get(var)
+    return parse_count(text, var) if text else default
 
 
 def disk_enabled() -> bool:
@@ -297,9 +295,9 @@ def _check_loading(cache: ExecutableCache) -> None:
         with devices.on_device(0):
             compiled = jax.jit(lambda a: a * 2 + 1).lower(np.arange(4, dtype=np.float32)).compile()
         blob = executables.serialize(compiled)
-        cache.disk.write(digest, encode("probe", "probe", ek, blob))
+        cache.disk.write(digest, encode("probe", "probe", ek, pickle.dumps((None, blob))))
     else:
-        blob = got[1]
+        blob = pickle.loads(got[1])[1]
     exe = executables.load(blob, 0)
     out = np.asarray(exe(devices.put(np.arange(4, dtype=np.float32), 0)))
     if not np.array_equal(out, np.arange(4, dtype=np.float32) * 2 + 1):

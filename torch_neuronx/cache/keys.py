@@ -22,13 +22,18 @@ _JAX_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_
 _IGNORED_FLAGS = ("--xla_force_host_platform_device_count",)
 
 
+# the packages whose code shapes an executable or what is stored beside it (the cache's own format
+# is FORMAT): editing the command line or the metrics leaves every entry valid
+_SHAPING = ("runtime", "ops", "eager", "compile")
+
+
 @functools.cache
 def source_digest() -> str:
-    """A digest of this package's Python sources: an edited lowering is a new key even when the
-    version number did not move."""
+    """A digest of the Python sources that build executables: an edited lowering is a new key even
+    when the version number did not move."""
     root = pathlib.Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for package in _SHAPING for p in (root / package).rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode())
         h.update(b"\0")
         h.update(path.read_bytes())

@@ -15,6 +15,7 @@ import warnings
 import torch
 
 from ..ops.decompositions import decomposition_table
+from . import shortcut
 from .errors import NEFFCompilationError
 from .graph import GraphProgram
 
@@ -69,9 +70,18 @@ def _aot(gm, example_inputs, name, reason):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
+    record = shortcut.key_of(gm, example_inputs)
+    if record is not None:  # AOTAutograd's graph for these inputs, stored by an earlier process
+        forward = shortcut.load(record, name, reason)
+        if forward is not None:
+            return forward
+
     def compiler(kind):
         def compile_graph(graph_module, inputs):
-            return make_boxed_func(GraphProgram(graph_module, f"{name}_{kind}", kind, reason))
+            program = GraphProgram(graph_module, f"{name}_{kind}", kind, reason)
+            if kind == "inference" and record is not None:
+                shortcut.remember(record, graph_module, program.name)
+            return make_boxed_func(program)
 
         return compile_graph
 

@@ -282,8 +282,10 @@ _NEURON_DEVICE = re.compile(r"device\(type='neuron', index=\d+\)")
 
 def structure_digest(gm) -> str | None:
     """A digest of what the graph computes: its code (a neuron device named without its index: the
-    graph runs on its inputs' device) and the values of its constants (None when a constant cannot
-    be read: such a graph is never shared)."""
+    graph runs on its inputs' device), every value's dtype and layout as its fake value says (the
+    program casts to them, and code can leave them implicit: a factory without a dtype takes the
+    default one), and the values of its constants (None when a constant cannot be read: such a graph
+    is never shared)."""
     h = hashlib.sha256(_NEURON_DEVICE.sub("device(type='neuron')", gm.code).encode())
     for node in gm.graph.nodes:
         if node.op == "get_attr":
@@ -296,12 +298,10 @@ def structure_digest(gm) -> str | None:
                 h.update(transfer.torch_to_numpy(host.contiguous()).tobytes())
             except Exception:
                 return None
-    for node in gm.graph.nodes:  # output layouts are part of the result
-        if node.op == "output":
-            for out in _vals(node.args[0]):
-                v = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
-                if isinstance(v, torch.Tensor):
-                    h.update(f"{tuple(v.stride())}{v.device.type}".encode())
+    for node in gm.graph.nodes:
+        for v in _vals(node.meta.get("val")):
+            if isinstance(v, torch.Tensor):
+                h.update(f"{node.name}:{v.dtype}{tuple(v.shape)}{tuple(v.stride())}{v.device.type};".encode())
     return h.hexdigest()
 
 

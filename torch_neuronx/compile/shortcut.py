@@ -13,8 +13,6 @@ user's custom op is not in the digest.
 """
 from __future__ import annotations
 
-import operator
-
 import torch
 
 from .. import cache, metrics
@@ -50,8 +48,21 @@ def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
             sig.append(("static", x))
         else:
             return None
+    # global state AOTAutograd's result depends on (Dynamo guards on it, but the graph's code does
+    # not show it: a factory call without a dtype takes the default dtype)
+    state = (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
+             _functorch_settings())
     # the last item stands where executable keys hold the device index: a record is device-free
-    return ("aot", structure, tuple(sig), torch.is_grad_enabled(), 0)
+    return ("aot", structure, tuple(sig), state, 0)
+
+
+def _functorch_settings() -> str:
+    import hashlib
+
+    import torch._functorch.config as functorch_config
+
+    text = repr(sorted((k, repr(v)) for k, v in functorch_config.get_config_copy().items()))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _torch_owned(node) -> bool:
@@ -101,7 +112,7 @@ def _wrapper_does_nothing(aten_graph) -> bool:
 
 def load(key: tuple, name: str, reason: str | None):
     """The backend's callable for `key` made from a stored ATen graph, or None on a miss."""
-    body = cache.executable_cache().load_record(KIND, name, key)
+    body = cache.executable_cache().load_record(KIND, f"{name}_inference", key)
     if body is None:
         return None
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -119,6 +130,3 @@ def load(key: tuple, name: str, reason: str | None):
         return program(*args)
 
     return forward
-
-
-__all__ = ["KIND", "key_of", "remember", "load", "operator"]
