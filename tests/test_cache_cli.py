@@ -102,7 +102,7 @@ def test_ls_lists_eager_ops_and_graphs(cache_dir, capsys):
     assert rows["probe"][1] == "probe"
     assert rows["aten.add.Tensor"][3] in ("B", "KB", "MB")
     n = len(_entry_files(cache_dir))
-    assert len(rows) == n
+    assert len(listed) == n
     assert out.strip().splitlines()[-1].startswith(f"{n} entries, ")
 
     rc, out, _err = _run(capsys, "ls", "--kind", "op", "--dir", str(cache_dir))
