@@ -90,6 +90,7 @@ class ExecutableCache:
         self.disk = disk
         self._environment = None
         self._checked = disk is None  # whether loading from disk was tried on this host
+        self._evicted_since_clear = 0
         self._lock = threading.Lock()
 
     # ---- memory
@@ -101,6 +102,12 @@ class ExecutableCache:
         evicted = self.memory.put(key, value, nbytes)
         if evicted:
             metrics.cache_event("memory_evictions", len(evicted))
+            # a process that meets more signatures than memory holds would keep growing by what jax
+            # remembers of each trace: forget it each time half the bound has been evicted
+            self._evicted_since_clear += len(evicted)
+            if self._evicted_since_clear >= max(self.memory.max_entries // 2, 1):
+                self._evicted_since_clear = 0
+                executables.clear_trace_caches()
 
     # ---- disk
 

@@ -77,6 +77,12 @@ def load(data: bytes, index: int):
     return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs)
 
 
+def clear_trace_caches() -> None:
+    """Drop jax's caches of traced and lowered programs. Every new signature's program leaves a
+    trace in them (about 14 KB here); the executables themselves are held by their callers."""
+    jax.clear_caches()
+
+
 def device_kind(index: int = 0) -> str:
     """What kind of device neuron:index is (a CPU, a GPU model): part of every executable's key."""
     return devices.jax_device(index).device_kind
