@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from .. import metrics
 from ..runtime import config, executables
-from . import keys
+from . import artifacts, keys
 from .memory import MemoryCache
 from .store import BadEntry, DiskStore, encode
 
@@ -41,6 +41,8 @@ MEMORY_ENTRIES_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES"
 MEMORY_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"
 DEFAULT_MEMORY_ENTRIES = 2048
 DEFAULT_MEMORY_BYTES = 1 << 30
+# entries recorded as torch.compiler cache artifacts: a compiled model's (eager ones travel with the folder)
+_ARTIFACT_KINDS = ("graph", "aot")
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
@@ -127,20 +129,11 @@ class ExecutableCache:
         A bad or unloadable entry is removed, warned about once and reported as a miss."""
         if self.disk is None or not self._loads_work():
             return None
-        ek = self._entry_key(kind, key)
-        if ek is None:
-            return None
-        digest = keys.digest(ek)
         start = time.perf_counter()
-        try:
-            got = self.disk.read(ek, digest)
-        except BadEntry as e:
-            self._bad(digest, name, str(e))
-            return None
+        got = self._read(kind, name, key)
         if got is None:
-            metrics.disk_miss(kind)
             return None
-        data, body = got
+        digest, data, body = got
         try:
             meta, blob = pickle.loads(body)
             exe = executables.load(blob, key[-1])
@@ -149,10 +142,6 @@ class ExecutableCache:
             self._bad(digest, name, f"it could not be loaded: {type(e).__name__}: {e}")
             return None
         metrics.disk_hit(kind, time.perf_counter() - start, len(data))
-        if kind == "graph":
-            from . import artifacts
-
-            artifacts.record(digest, data)
         return Found(meta, exe, len(blob))
 
     def save(self, kind: str, name: str, key: tuple, meta, executable) -> int:
@@ -167,35 +156,30 @@ class ExecutableCache:
             return 0
         if self.disk is None or not self._loads_work():
             return len(blob)
-        ek = self._entry_key(kind, key)
-        if ek is None:
-            metrics.cache_event("unstorable")
-            return len(blob)
-        digest = keys.digest(ek)
         try:
             body = pickle.dumps((meta, blob), protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):  # metadata with a local class
             metrics.cache_event("unstorable")
             return len(blob)
-        data = encode(name, kind, ek, body)
-        if self.disk.write(digest, data):
-            metrics.disk_written(kind, len(data))
-            if self.disk.pruned:
-                metrics.cache_event("disk_evictions", self.disk.pruned)
-                self.disk.pruned = 0
-            if kind == "graph":
-                from . import artifacts
-
-                artifacts.record(digest, data)
-        else:
-            metrics.cache_event("write_failures")
+        self._write(kind, name, key, body)
         return len(blob)
 
     def load_record(self, kind: str, name: str, key: tuple) -> bytes | None:
         """The body of a record that is not an executable (what a layer learned that saves it work
         in a new process), from disk; None on a miss or a bad entry (removed, warned once)."""
-        if self.disk is None:
-            return None
+        got = self._read(kind, name, key) if self.disk is not None else None
+        return None if got is None else got[2]
+
+    def save_record(self, kind: str, name: str, key: tuple, body: bytes) -> bool:
+        return self._write(kind, name, key, body) if self.disk is not None else False
+
+    def remove_record(self, kind: str, key: tuple) -> None:
+        ek = self._entry_key(kind, key) if self.disk is not None else None
+        if ek is not None:
+            self.disk.remove(self.disk.path(keys.digest(ek)))
+
+    def _read(self, kind: str, name: str, key: tuple) -> tuple[str, bytes, bytes] | None:
+        """(digest, the entry's bytes, its body) from disk, or None (a miss, a bad entry)."""
         ek = self._entry_key(kind, key)
         if ek is None:
             return None
@@ -208,31 +192,27 @@ class ExecutableCache:
         if got is None:
             metrics.disk_miss(kind)
             return None
-        from . import artifacts
+        if kind in _ARTIFACT_KINDS:
+            artifacts.record(digest, got[0])
+        return digest, got[0], got[1]
 
-        artifacts.record(digest, got[0])
-        return got[1]
-
-    def save_record(self, kind: str, name: str, key: tuple, body: bytes) -> bool:
-        if self.disk is None:
-            return False
+    def _write(self, kind: str, name: str, key: tuple, body: bytes) -> bool:
         ek = self._entry_key(kind, key)
         if ek is None:
+            metrics.cache_event("unstorable")
             return False
         digest = keys.digest(ek)
         data = encode(name, kind, ek, body)
         if not self.disk.write(digest, data):
+            metrics.cache_event("write_failures")
             return False
         metrics.disk_written(kind, len(data))
-        from . import artifacts
-
-        artifacts.record(digest, data)
+        if self.disk.pruned:
+            metrics.cache_event("disk_evictions", self.disk.pruned)
+            self.disk.pruned = 0
+        if kind in _ARTIFACT_KINDS:
+            artifacts.record(digest, data)
         return True
-
-    def remove_record(self, kind: str, key: tuple) -> None:
-        ek = self._entry_key(kind, key) if self.disk is not None else None
-        if ek is not None:
-            self.disk.remove(self.disk.path(keys.digest(ek)))
 
     def compiling(self, kind: str, key: tuple):
         """A context held while compiling `key`: another process compiling the same key waits for it
