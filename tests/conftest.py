@@ -63,9 +63,32 @@ def pytest_configure(config):
 _tally = {"device": 0, "device_no_fallback": 0, "opted_out": 0}
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its tallies to the controller, which prints the summary."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["neuron_tally"] = dict(_tally)
+        output["lowering_modes"] = {**_modes, "skipped": [list(s) for s in _modes["skipped"]]}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", {})
+    for k, v in output.get("neuron_tally", {}).items():
+        _tally[k] += v
+    modes = output.get("lowering_modes")
+    if modes:
+        _modes["tests"] += modes["tests"]
+        _modes["graphs"] += modes["graphs"]
+        for part in ("calls", "device"):
+            for k, v in modes[part].items():
+                _modes[part][k] += v
+        _modes["skipped"].extend(tuple(s) for s in modes["skipped"])
+
+
 def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(
-        f"neuron: {_tally['device']} tests allocated device memory in this process (subprocesses not "
+        f"neuron: {_tally['device']} tests allocated device memory in the test processes (subprocesses not "
         f"counted), {_tally['device_no_fallback']} of them under the no-fallback policy; "
         f"{_tally['opted_out']} tests opted out (cpu_fallback)")
     if _modes["tests"]:

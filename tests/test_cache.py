@@ -126,25 +126,13 @@ def test_every_device_shares_one_key():
     assert keys.entry_key(_env(), "op", f0) == keys.entry_key(_env(), "op", f1)
 
 
-def test_two_processes_store_the_same_op_under_one_key(tmp_path):
-    code = """
-        import torch
-        x = torch.arange(12.).reshape(3, 4).to('neuron')
-        print((x * 3 + 1).sum().item())
-    """
-    first, second = tmp_path / "a", tmp_path / "b"
-    for folder in (first, second):
-        r = run_python(code, folder)
-        assert r.returncode == 0, r.stderr
-        assert float(r.stdout.split()[-1]) == float((torch.arange(12.) * 3 + 1).sum())
-    names = lambda f: sorted(p.name for p in entries(f))  # noqa: E731
-    assert names(first) and names(first) == names(second)
-
-
 # ---- loading instead of compiling
 
 
-def test_a_new_process_loads_eager_ops_and_graphs_from_disk(tmp_path):
+def test_a_new_process_elsewhere_loads_eager_ops_and_graphs_from_a_copied_folder(tmp_path):
+    """One process fills a folder; another, with another hash seed, runs the same code on a copy of
+    the folder somewhere else: every key it computes is one the first stored (it compiles nothing),
+    and no entry holds a path."""
     code = """
         import json, torch
         from torch_neuronx import metrics
@@ -160,9 +148,17 @@ def test_a_new_process_loads_eager_ops_and_graphs_from_disk(tmp_path):
                           "aot_skipped": sum(d["aot_autograd_skipped"].values()),
                           **metrics.executable_cache_stats()}))
     """
-    folder = tmp_path / "cache"
-    cold = json.loads(run_python(code, folder).stdout.splitlines()[-1])
-    warm_run = run_python(code, folder)
+    import shutil
+
+    original = tmp_path / "original_place"
+    cold_run = run_python(code, original)
+    assert cold_run.returncode == 0, cold_run.stderr
+    cold = json.loads(cold_run.stdout.splitlines()[-1])
+    for path in entries(original):
+        assert str(tmp_path).encode() not in path.read_bytes()
+    copy = tmp_path / "elsewhere" / "copied"
+    shutil.copytree(original, copy)
+    warm_run = run_python(code, copy)
     assert warm_run.returncode == 0, warm_run.stderr
     warm = json.loads(warm_run.stdout.splitlines()[-1])
     x = torch.arange(24.).reshape(4, 6)
@@ -175,26 +171,8 @@ def test_a_new_process_loads_eager_ops_and_graphs_from_disk(tmp_path):
     assert cold["aot_skipped"] == 0 and warm["aot_skipped"] == 1
     assert warm["op_compiles"] == 0 and warm["graphs_compiled"] == 0 and warm["graphs_loaded"] == 1
     assert warm["op_disk_hits"] == cold["disk_writes"] - 2 and warm["graph_disk_hits"] == 1
-    assert warm["disk_misses"] == 0 and warm["bad_entries"] == 0
-
-
-def test_a_copied_cache_folder_hits_and_holds_no_paths(tmp_path):
-    code = "import torch\nprint((torch.arange(5.).to('neuron').exp() - 1).cpu().tolist())\n" \
-           "from torch_neuronx import metrics\nprint(metrics.executable_cache_stats()['disk_hits'])"
-    original = tmp_path / "original_place"
-    r = run_python(code, original)
-    assert r.returncode == 0, r.stderr
-    for path in entries(original):
-        assert str(tmp_path).encode() not in path.read_bytes()
-    import shutil
-
-    copy = tmp_path / "elsewhere" / "copied"
-    shutil.copytree(original, copy)
-    r = run_python(code, copy)
-    assert r.returncode == 0, r.stderr
-    values, hits = r.stdout.splitlines()[-2:]
-    torch.testing.assert_close(torch.tensor(json.loads(values)), torch.arange(5.).exp() - 1)
-    assert int(hits) >= 2  # the op's executables and the probe's check
+    assert warm["disk_misses"] == 0 and warm["bad_entries"] == 0 and warm["disk_writes"] == 0
+    assert sorted(p.name for p in entries(copy)) == sorted(p.name for p in entries(original))
 
 
 def test_neuron_0_and_neuron_1_share_one_entry(fresh_cache):
@@ -283,7 +261,7 @@ _RACE = """
     from torch_neuronx import metrics
     x = torch.arange(48.).reshape(6, 8) / 10
     n = x.to('neuron')
-    outs = [(n * 2 + 1).sin(), n @ n.t(), n.softmax(-1), n.cumsum(0), (n - n.mean()).abs().max()]
+    outs = [(n * 2 + 1).sin(), n @ n.t()]
     f = torch.compile(lambda a: (a.exp() @ a.t()).tanh(), backend='neuron', fullgraph=True, dynamic=False)
     outs.append(f(n))
     print(json.dumps([o.cpu().tolist() for o in outs]))
@@ -300,8 +278,7 @@ def test_eight_processes_compile_into_one_folder_at_once(tmp_path):
         assert p.returncode == 0, err
         assert "RuntimeWarning" not in err, err  # no bad entry was ever read
     x = torch.arange(48.).reshape(6, 8) / 10
-    want = [(x * 2 + 1).sin(), x @ x.t(), x.softmax(-1), x.cumsum(0), (x - x.mean()).abs().max(),
-            (x.exp() @ x.t()).tanh()]
+    want = [(x * 2 + 1).sin(), x @ x.t(), (x.exp() @ x.t()).tanh()]
     for out, _err in results:
         for got, w in zip(json.loads(out.splitlines()[-1]), want):
             torch.testing.assert_close(torch.tensor(got), w)

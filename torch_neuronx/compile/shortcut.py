@@ -13,6 +13,8 @@ user's custom op is not in the digest.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
 from .. import cache, metrics
@@ -21,6 +23,7 @@ from .graph import GraphProgram, structure_digest
 KIND = "aot"
 _TORCH_OPS = ("torch.ops.aten", "torch.ops.prims")
 _PLAIN_MODULES = ("_operator", "operator", "math", "builtins")
+_DEVICE_INDEX = re.compile(r"device\(type='neuron', index=(\d+)\)")
 
 
 def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
@@ -37,6 +40,9 @@ def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
     structure = structure_digest(gm)
     if structure is None:
         return None
+    # the digest names neuron devices without their index; the graph AOTAutograd makes keeps it (a
+    # graph with no tensor input runs on the device its code names)
+    devices = tuple(_DEVICE_INDEX.findall(gm.code))
     sig = []
     storages = {}
     for i, x in enumerate(example_inputs):
@@ -53,7 +59,7 @@ def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
     state = (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
              _functorch_settings())
     # the last item stands where executable keys hold the device index: a record is device-free
-    return ("aot", structure, tuple(sig), state, 0)
+    return ("aot", structure, devices, tuple(sig), state, 0)
 
 
 def _functorch_settings() -> str:
