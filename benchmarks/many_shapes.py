@@ -1,11 +1,13 @@
 """Memory of an eager process that meets many distinct op signatures, with the executable cache's
 memory bound and without it, side by side in one run.
 
-    python benchmarks/many_shapes.py [--counts 1000 5000 20000] [--workload sin|chain] [--check-every 997]
+    python benchmarks/many_shapes.py [--counts 1000 5000 20000] [--workload sin|chain|roll] [--check-every 997]
 
 A loop `for n in range(N): x = torch.randn(n + 1, 8).to("neuron"); y = x.sin()` (`--workload sin`, the
 default: every n is one new op signature, one executable) or `y = (x * 2 + 1).sin().sum()` (`chain`:
-four new signatures, mul, add, sin, sum, so four executables per step). After
+four new signatures, mul, add, sin, sum, so four executables per step), or `torch.roll(x, n)` on one
+x of shape (64, 8) (`roll`: a new static argument each step, the data size fixed, so what grows with
+the count is the cache's and jax's and never the allocator's high water of growing tensors). After
 each count of `--counts` distinct n, the child reports its RSS (VmRSS of /proc/self/status), its
 memory mappings (lines of /proc/self/maps), the executables held in memory
 (`len(torch_neuronx.cache.executable_cache().memory)`), evictions from memory
@@ -73,12 +75,20 @@ def max_map_count():
         return None
 
 
-WORKLOADS = {"sin": lambda x: x.sin(), "chain": lambda x: (x * 2 + 1).sin().sum()}
+WORKLOADS = {"sin": lambda x, n: x.sin(), "chain": lambda x, n: (x * 2 + 1).sin().sum(),
+             "roll": lambda x, n: x.roll(n)}
 workload = WORKLOADS["sin"]
+fixed_shape = False  # roll: every step on a (64, 8) tensor
 
 
-def step(x_cpu):
-    return workload(x_cpu.to("neuron"))
+def step(x_cpu, n):
+    return workload(x_cpu.to("neuron"), n)
+
+
+def example(n, g):
+    import torch
+
+    return torch.randn(64, 8, generator=g) if fixed_shape else torch.randn(n + 1, 8, generator=g)
 
 
 def child(args):
@@ -90,7 +100,7 @@ def child(args):
     counts = sorted(set(args.counts))
     g = torch.Generator().manual_seed(0)
     kept = {}
-    step(torch.randn(1, 8, generator=g)).cpu()  # jax, the device and the disk layer started
+    step(example(0, g), 0).cpu()  # jax, the device and the disk layer started
     torch_neuronx.clear_op_tracking()
     report = lambda n, t: print(json.dumps({  # noqa: E731
         "count": n, "rss_mb": rss_mb(), "maps": mappings(), "in_memory": len(cache.executable_cache().memory),
@@ -102,8 +112,8 @@ def child(args):
     start = time.perf_counter()
     last = counts[-1]
     for n in range(1, last + 1):  # shapes (2, 8) .. (last + 1, 8): (1, 8) ran above
-        x_cpu = torch.randn(n + 1, 8, generator=g)
-        y = step(x_cpu)
+        x_cpu = example(n, g)
+        y = step(x_cpu, n)
         if n == 1 or n == last or n % args.check_every == 0:
             kept[n] = (x_cpu, y.cpu())
         elif n % 64 == 0:
@@ -115,8 +125,8 @@ def child(args):
     torch_neuronx.clear_op_tracking()
     worst = 0.0
     for n, (x_cpu, got) in kept.items():
-        want = workload(x_cpu)
-        again = step(x_cpu).cpu()
+        want = workload(x_cpu, n)
+        again = step(x_cpu, n).cpu()
         # relative to the sum of |terms| (a sum of sines can be near zero)
         scale = (x_cpu * 2 + 1).sin().abs().sum().item() if args.workload == "chain" else want.abs().sum().item()
         err = (got - want).abs().sum().item() / scale
@@ -169,8 +179,9 @@ def parent(args):
             checks[name] = dict(out[-1], disk_mb=disk_mb)
     total = time.perf_counter() - total
 
-    what = "x.sin()" if args.workload == "sin" else "(x * 2 + 1).sin().sum()"
-    print(f"\neager process meeting distinct op signatures {what} on x of shape (n + 1, 8), disk layer on; "
+    what = {"sin": "x.sin() on x of shape (n + 1, 8)", "chain": "(x * 2 + 1).sin().sum() on x of shape (n + 1, 8)",
+            "roll": "x.roll(n) on x of shape (64, 8)"}[args.workload]
+    print(f"\neager process meeting distinct op signatures {what}, disk layer on; "
           f"at 0: after one step; vm.max_map_count {max_map_count()}")
     head = (f"{'config':10} {'signatures':>10} {'compiled':>9} {'RSS MB':>8} {'vs bounded':>10} {'mappings':>9} "
             f"{'vs bounded':>10} {'in memory':>9} {'evictions':>9} {'wall s':>8} {'ms/sig':>7}")
@@ -217,11 +228,12 @@ def main():
     parser.add_argument("--counts", type=int, nargs="+", default=[1000, 5000, 20000])
     parser.add_argument("--check-every", type=int, default=997, help="keep every k-th result for the final check")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="sin",
-                        help="sin: one op signature per step; chain: four")
+                        help="sin: one op signature per step; chain: four; roll: one, on data of one size")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global workload
+    global workload, fixed_shape
     workload = WORKLOADS[args.workload]
+    fixed_shape = args.workload == "roll"
     if min(args.counts) < 1:
         parser.error("--counts must be positive")
     if args.child:
