@@ -31,7 +31,7 @@ from .. import metrics
 from ..runtime import config, executables
 from . import artifacts, keys
 from .memory import MemoryCache
-from .store import BadEntry, DiskStore, encode
+from .store import BadEntry, DiskStore, decode, encode
 
 DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 DEFAULT_DIR = "/tmp/neff_cache"
@@ -225,12 +225,10 @@ class ExecutableCache:
     def import_entry(self, digest: str, data: bytes) -> bool:
         """Store an entry's bytes that came from elsewhere (`torch.compiler.load_cache_artifacts`),
         after checking them."""
-        from .store import decode
-
         if self.disk is None:
             return False
         try:
-            info, _body = decode(data, digest)
+            decode(data, digest)
         except BadEntry as e:
             warnings.warn(f"torch_neuronx: a cache artifact was not imported: {e}", RuntimeWarning, stacklevel=2)
             return False

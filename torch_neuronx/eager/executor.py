@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import metrics
-from ..cache import executable_cache
+from ..cache import clear_memory, executable_cache
 from ..ops import checks, normalize
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
@@ -70,9 +70,7 @@ class Entry:
 
 def clear_cache() -> None:
     """Forget this process's eager executables (the disk cache keeps its entries)."""
-    from .. import cache
-
-    cache.clear_memory(keep=lambda key: key[0] is not _PROCESS)
+    clear_memory(keep=lambda key: key[0] is not _PROCESS)
 
 
 def value_key(key: tuple) -> tuple:
