@@ -53,6 +53,9 @@ def _register() -> None:
         warnings.warn(f"torch_neuronx: the neuron device is unavailable: {type(e).__name__}: {e}")
         return
     from .cache import artifacts  # noqa: F401  (this package's entries in torch.compiler's cache artifacts)
+    from . import distributed
+
+    distributed.register()  # the c10d backend `neuron`
     from . import dynamo_rules
 
     dynamo_rules.install()  # Dynamo skips this package's and jax's frames (applied on its import)

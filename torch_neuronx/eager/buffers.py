@@ -53,3 +53,10 @@ def copy_into(dst: torch.Tensor, arr) -> None:
     tmp = wrap_contiguous(arr, dst.shape, dst.dtype, dst.device)
     executor.run(spec_for(aten.copy_.default), (dst, tmp), {})
 
+
+
+def take_from_host(dst: torch.Tensor, host: torch.Tensor) -> None:
+    """Write a contiguous CPU tensor of dst's dtype and shape into neuron tensor dst; `host` is
+    handed over (on the CPU platform the device buffer may alias it): the caller must not touch it."""
+    arr = transfer.hand_to_device(transfer.torch_to_numpy(host).reshape(-1), dst.device.index)
+    copy_into(dst, arr)

@@ -3,7 +3,12 @@
 TORCH_NEURONX_PLATFORM   the PJRT platform that provides NeuronCores: auto (default: a GPU if jax
                          has its CUDA plugin, else the CPU), cpu, cuda, ...
 NEURON_RT_NUM_CORES      on the CPU platform, how many NeuronCores to emulate (default 2).
-NEURON_RT_VISIBLE_CORES  which of them this process sees: "0", "0-3" or "0,2" (default: all).
+NEURON_RT_VISIBLE_CORES  which of them this process sees: "0", "0-3" or "0,2" (default: all; under a
+                         launcher that sets LOCAL_RANK, such as torchrun, the one core LOCAL_RANK).
+
+Under torchrun each process owns one core, as on Trainium: NEURON_RT_VISIBLE_CORES defaults to
+LOCAL_RANK, and that core is the process's neuron:0. On the CPU platform every process emulates the
+same chip: NEURON_RT_NUM_CORES cores, raised to cover LOCAL_WORLD_SIZE and the visible cores.
 """
 from __future__ import annotations
 
@@ -42,6 +47,19 @@ def _parse_cores(text: str, var: str) -> list[int]:
     return cores
 
 
+def _visible_text() -> str | None:
+    """NEURON_RT_VISIBLE_CORES, or under a launcher (LOCAL_RANK set) the launcher's local rank."""
+    text = os.environ.get("NEURON_RT_VISIBLE_CORES")
+    if text:
+        return text
+    local_rank = os.environ.get("LOCAL_RANK", "").strip()
+    return local_rank or None
+
+
+def _visible_var() -> str:
+    return "NEURON_RT_VISIBLE_CORES" if os.environ.get("NEURON_RT_VISIBLE_CORES") else "LOCAL_RANK"
+
+
 def host_device_count() -> int:
     """How many CPU devices XLA creates: every core some process may see."""
     text = os.environ.get("NEURON_RT_NUM_CORES")
@@ -53,25 +71,27 @@ def host_device_count() -> int:
             raise ValueError(f"NEURON_RT_NUM_CORES={text!r}: expected a positive integer") from None
         if count < 1:
             raise ValueError(f"NEURON_RT_NUM_CORES={text!r}: expected a positive integer")
-    visible = os.environ.get("NEURON_RT_VISIBLE_CORES")
+    local_world = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
+    if local_world.isdigit():
+        count = max(count, int(local_world))
+    visible = _visible_text()
     if visible:
-        count = max(count, max(_parse_cores(visible, "NEURON_RT_VISIBLE_CORES")) + 1)
+        count = max(count, max(_parse_cores(visible, _visible_var())) + 1)
     return count
 
 
 def visible_cores(available: int) -> list[int]:
     """Indices, among the platform's `available` devices, that this process uses as neuron:0..N-1."""
-    visible = os.environ.get("NEURON_RT_VISIBLE_CORES")
+    visible = _visible_text()
     if not visible:
         if platform() == "cpu":
             available = min(available, host_device_count())
         return list(range(available))
-    cores = _parse_cores(visible, "NEURON_RT_VISIBLE_CORES")
+    var = _visible_var()
+    cores = _parse_cores(visible, var)
     bad = [c for c in cores if c >= available]
     if bad:
-        raise ValueError(
-            f"NEURON_RT_VISIBLE_CORES={visible!r} names core {bad[0]}, but the platform has {available}"
-        )
+        raise ValueError(f"{var}={visible!r} names core {bad[0]}, but the platform has {available}")
     return cores
 
 

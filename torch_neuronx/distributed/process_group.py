@@ -1,0 +1,343 @@
+"""`ProcessGroupNeuron`: the c10d process group of backend `neuron`, written in Python over Gloo.
+
+Each collective stages its tensors on the host (`staging.Staged`), checks that every rank called the
+same collective on the same shapes and dtypes (one small Gloo all-gather; TORCH_NEURONX_DIST_CHECKS=0
+skips it), runs Gloo's collective asynchronously and returns a `NeuronWork` that writes the results
+back when waited on. CPU tensors in the group go to Gloo as they are. Method names and arguments are
+c10d's (`torch.distributed` calls them from Python, the functional collectives from C++).
+"""
+from __future__ import annotations
+
+import datetime
+import os
+
+import torch
+import torch.distributed as dist
+
+from .staging import Staged, gloo_op, op_name
+from .work import PROBE_SECONDS, CompletedWork, NeuronWork, ThenWork, failure_error, lost_ranks
+
+CHECKS_ENV = "TORCH_NEURONX_DIST_CHECKS"
+_SIGNATURE_BYTES = 256
+
+
+class MismatchError(RuntimeError):
+    """The ranks did not call the same collective on the same shapes and dtypes."""
+
+
+def checks_enabled() -> bool:
+    return os.environ.get(CHECKS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _sig(tensors) -> str:
+    return ",".join(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t in tensors)
+
+
+class ProcessGroupNeuron(dist.ProcessGroup):
+    def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, global_ranks=None, group_id=""):
+        super().__init__(rank, size)
+        self._store = store
+        self._timeout = timeout
+        self._global_ranks = list(global_ranks) if global_ranks else list(range(size))
+        self._group_id = group_id
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
+        # the group's CPU backend: gives the group its name and serves `monitored_barrier`
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        self._seq = 0
+        self._checks = checks_enabled()
+
+    # -- identity ---------------------------------------------------------------------------
+    def getBackendName(self) -> str:
+        return "neuron"
+
+    def name(self) -> str:
+        return "neuron"
+
+    def _describe(self) -> str:
+        return f"{self._group_id or '0'!r} (ranks {self._global_ranks})"
+
+    def _global_rank(self, group_rank: int) -> int:
+        return self._global_ranks[group_rank]
+
+    # -- the common path --------------------------------------------------------------------
+    def _start(self, collective: str, signature: str | None, staged: list, outputs: list, launch) -> NeuronWork:
+        """Check agreement, start Gloo's work (`launch()` -> a Gloo work or a list of them)."""
+        self._seq += 1
+        seq = self._seq
+        try:
+            if self._checks and signature is not None and self.size() > 1:
+                self._agree(collective, signature)
+            works = launch()
+        except (dist.DistBackendError, MismatchError, TypeError, ValueError, NotImplementedError):
+            raise
+        except RuntimeError as e:
+            raise self._failure(collective, seq, e) from e
+        works = works if isinstance(works, list) else [works]
+        if not works:
+            for s in staged:
+                s.finish()
+            return CompletedWork(outputs)
+        return NeuronWork(self, collective, seq, works, staged, outputs)
+
+    def _agree(self, collective: str, signature: str) -> None:
+        """Raise on every rank when the ranks did not call the same collective on the same shapes."""
+        text = f"{collective} {signature}".encode()[: _SIGNATURE_BYTES - 2]
+        mine = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
+        mine[:2] = torch.tensor([len(text) >> 8, len(text) & 0xFF], dtype=torch.uint8)
+        mine[2:2 + len(text)] = torch.frombuffer(bytearray(text), dtype=torch.uint8)
+        everyone = torch.empty(self.size() * _SIGNATURE_BYTES, dtype=torch.uint8)
+        self._gloo._allgather_base(everyone, mine).wait()
+        rows = everyone.view(self.size(), _SIGNATURE_BYTES)
+        if bool((rows == mine).all()):
+            return
+        seen = []
+        for r in range(self.size()):
+            n = (int(rows[r, 0]) << 8) | int(rows[r, 1])
+            seen.append(f"rank {self._global_rank(r)}: {bytes(rows[r, 2:2 + n].tolist()).decode(errors='replace')}")
+        raise MismatchError(
+            f"neuron process group {self._describe()}: the ranks called different collectives or passed "
+            f"different shapes or dtypes: {'; '.join(seen)}"
+        )
+
+    def _failure(self, collective: str, seq: int, cause: BaseException) -> Exception:
+        window = min(PROBE_SECONDS, self._timeout.total_seconds())
+        lost = lost_ranks(self._store, self.rank(), self.size(), seq, window)
+        return failure_error(self._describe(), collective, seq, cause, lost, self._global_rank)
+
+    def _stage(self, tensors, *, read: bool, write: bool, reduce=None) -> list[Staged]:
+        return [Staged(t, read=read, write=write, reduce=reduce, group_size=self.size()) for t in tensors]
+
+    @staticmethod
+    def _gloo_opts(kind, **fields):
+        opts = kind()
+        for k, v in fields.items():
+            setattr(opts, k, v)
+        return opts
+
+    # -- reductions ---------------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        staged = [Staged(t, read=True, write=True, reduce=op, group_size=self.size()) for t in tensors]
+        ops = [gloo_op(op, t.dtype, "all_reduce") for t in tensors]
+
+        def launch():
+            return [self._gloo.allreduce([s.host], self._gloo_opts(dist.AllreduceOptions, reduceOp=o))
+                    for s, o in zip(staged, ops)]
+
+        return self._start("all_reduce", f"{op_name(op)} {_sig(tensors)}", staged, list(tensors), launch)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, self._gloo_opts(dist.AllreduceOptions, reduceOp=opts.reduceOp) if opts else None)
+
+    def reduce(self, tensors, opts):
+        op, root = opts.reduceOp, opts.rootRank
+        is_root = self.rank() == root
+        staged = [Staged(t, read=True, write=is_root, reduce=op, group_size=self.size()) for t in tensors]
+        gop = gloo_op(op, tensors[0].dtype, "reduce")
+
+        def launch():
+            return self._gloo.reduce([s.host for s in staged],
+                                     self._gloo_opts(dist.ReduceOptions, reduceOp=gop, rootRank=root, rootTensor=0))
+
+        return self._start("reduce", f"{op_name(op)} root={root} {_sig(tensors)}", staged, list(tensors), launch)
+
+    def _reduce_scatter_one(self, output, inp, op):
+        """Start one reduce-scatter of flat `inp` (size * output's elements) into `output`."""
+        staged_out = Staged(output, read=False, write=True, reduce=op, group_size=self.size())
+        staged_in = Staged(inp, read=True, write=False, reduce=op, group_size=self.size())
+        gop = gloo_op(op, inp.dtype, "reduce_scatter")
+        work = self._gloo._reduce_scatter_base(staged_out.host, staged_in.host,
+                                               self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
+        return [staged_out, staged_in], work
+
+    def reduce_scatter_single(self, output, inp, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self.reduce_scatter_single_coalesced([output], [inp], self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        staged, works = [], []
+
+        def launch():
+            for o, i in zip(outputs, inputs):
+                s, w = self._reduce_scatter_one(o, i, op)
+                staged.extend(s)
+                works.append(w)
+            return works
+
+        return self._start("reduce_scatter_tensor", f"{op_name(op)} {_sig(inputs)}", staged, list(outputs), launch)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        """Each output gets the reduction of the ranks' inputs at this rank's position."""
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        flats = [torch.cat([t.reshape(-1) for t in inputs]) for inputs in input_lists]
+        flat_outputs = [torch.empty(o.numel(), dtype=o.dtype, device=o.device) for o in outputs]
+        for o, inputs in zip(outputs, input_lists):
+            for t in inputs:
+                if t.shape != o.shape or t.dtype != o.dtype:
+                    raise ValueError(f"reduce_scatter: every input must have the output's shape {list(o.shape)} "
+                                     f"and dtype {o.dtype}, got {list(t.shape)} {t.dtype}")
+        work = self.reduce_scatter_single_coalesced(flat_outputs, flats, self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
+        return ThenWork(work, lambda: [o.copy_(f.view(o.shape)) for o, f in zip(outputs, flat_outputs)], list(outputs))
+
+    # -- moves ------------------------------------------------------------------------------
+    def broadcast(self, tensors, opts):
+        root = opts.rootRank
+        is_root = self.rank() == root
+        staged = [Staged(t, read=is_root, write=not is_root) for t in tensors]
+
+        def launch():
+            return [self._gloo.broadcast([s.host], self._gloo_opts(dist.BroadcastOptions, rootRank=root, rootTensor=0))
+                    for s in staged]
+
+        return self._start("broadcast", f"root={root} {_sig(tensors)}", staged, list(tensors), launch)
+
+    def all_gather_single(self, output, inp, opts=None):
+        return self.all_gather_single_coalesced([output], [inp], opts)
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            if o.numel() != i.numel() * self.size() or o.dtype != i.dtype:
+                raise ValueError(
+                    f"all_gather_into_tensor: the output must hold {self.size()} x the input "
+                    f"({i.numel()} {i.dtype} elements), got {o.numel()} {o.dtype}"
+                )
+        staged_out = self._stage(outputs, read=False, write=True)
+        staged_in = self._stage(inputs, read=True, write=False)
+
+        def launch():
+            return [self._gloo._allgather_base(so.host, si.host) for so, si in zip(staged_out, staged_in)]
+
+        return self._start("all_gather_into_tensor", _sig(inputs), staged_out + staged_in, list(outputs), launch)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def allgather(self, output_lists, inputs, opts=None):
+        staged_in = self._stage(inputs, read=True, write=False)
+        staged_out = [self._stage(outs, read=False, write=True) for outs in output_lists]
+
+        def launch():
+            return self._gloo.allgather([[s.host for s in outs] for outs in staged_out], [s.host for s in staged_in])
+
+        flat = [s for outs in staged_out for s in outs]
+        return self._start("all_gather", _sig(inputs), flat + staged_in, list(output_lists), launch)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        staged_in = self._stage(inputs, read=True, write=False)
+        staged_out = [self._stage(outs, read=False, write=True) for outs in output_lists]
+        n = len(inputs)
+
+        def launch():
+            # output_lists[r][i]: rank r's input i
+            return [self._gloo.allgather([[staged_out[r][i].host for r in range(len(staged_out))]], [staged_in[i].host])
+                    for i in range(n)]
+
+        flat = [s for outs in staged_out for s in outs]
+        return self._start("all_gather_coalesced", _sig(inputs), flat + staged_in, list(output_lists), launch)
+
+    def gather(self, output_lists, inputs, opts):
+        root = opts.rootRank
+        staged_in = self._stage(inputs, read=True, write=False)
+        staged_out = [self._stage(outs, read=False, write=True) for outs in output_lists]
+
+        def launch():
+            return self._gloo.gather([[s.host for s in outs] for outs in staged_out], [s.host for s in staged_in],
+                                     self._gloo_opts(dist.GatherOptions, rootRank=root))
+
+        flat = [s for outs in staged_out for s in outs]
+        return self._start("gather", f"root={root} {_sig(inputs)}", flat + staged_in, list(output_lists), launch)
+
+    def scatter(self, outputs, input_lists, opts):
+        root = opts.rootRank
+        staged_out = self._stage(outputs, read=False, write=True)
+        staged_in = [self._stage(ins, read=True, write=False) for ins in input_lists]
+
+        def launch():
+            return self._gloo.scatter([s.host for s in staged_out], [[s.host for s in ins] for ins in staged_in],
+                                      self._gloo_opts(dist.ScatterOptions, rootRank=root))
+
+        flat = [s for ins in staged_in for s in ins]
+        return self._start("scatter", f"root={root} {_sig(outputs)}", staged_out + flat, list(outputs), launch)
+
+    def all_to_all_single(self, output, inp, output_split_sizes, input_split_sizes, opts=None):
+        out_splits, in_splits = list(output_split_sizes), list(input_split_sizes)
+        size = self.size()
+        for name, t, splits in (("input", inp, in_splits), ("output", output, out_splits)):
+            if splits and (len(splits) != size or sum(splits) != t.shape[0]):
+                raise ValueError(f"all_to_all_single: {name} split sizes {splits} must be {size} sizes summing to "
+                                 f"the {name}'s first dimension {t.shape[0]}")
+            if not splits and t.dim() and t.shape[0] % size:
+                raise ValueError(f"all_to_all_single: the {name}'s first dimension {t.shape[0]} must divide evenly "
+                                 f"among {size} ranks when no split sizes are given")
+        if self._checks and size > 1 and (out_splits or in_splits):
+            self._agree_splits(inp, output, in_splits, out_splits)
+        staged_out = Staged(output, read=False, write=True)
+        staged_in = Staged(inp, read=True, write=False)
+
+        def launch():
+            return self._gloo.alltoall_base(staged_out.host, staged_in.host, out_splits, in_splits, dist.AllToAllOptions())
+
+        sig = f"{str(inp.dtype).removeprefix('torch.')}{list(inp.shape[1:])}"
+        return self._start("all_to_all_single", sig, [staged_out, staged_in], [output], launch)
+
+    alltoall_base = all_to_all_single
+
+    def _agree_splits(self, inp, output, in_splits, out_splits) -> None:
+        """What each rank sends to this one must be what this one expects from it."""
+        size = self.size()
+        rows = inp.shape[0] // size if inp.dim() else 0
+        sends = torch.tensor(in_splits or [rows] * size, dtype=torch.int64)
+        got = torch.empty(size, dtype=torch.int64)
+        self._gloo.alltoall_base(got, sends, [], [], dist.AllToAllOptions()).wait()
+        expect = torch.tensor(out_splits or [output.shape[0] // size] * size, dtype=torch.int64)
+        bad = [r for r in range(size) if int(got[r]) != int(expect[r])]
+        if bad:
+            r = bad[0]
+            raise MismatchError(
+                f"neuron process group {self._describe()}: all_to_all_single: rank {self._global_rank(r)} sends "
+                f"{int(got[r])} rows to rank {self._global_rank(self.rank())}, which expects {int(expect[r])} "
+                f"(output split sizes {expect.tolist()})"
+            )
+
+    def alltoall(self, outputs, inputs, opts=None):
+        staged_out = self._stage(outputs, read=False, write=True)
+        staged_in = self._stage(inputs, read=True, write=False)
+
+        def launch():
+            return self._gloo.alltoall([s.host for s in staged_out], [s.host for s in staged_in], dist.AllToAllOptions())
+
+        dtypes = ",".join(sorted({str(t.dtype) for t in inputs}))
+        return self._start("all_to_all", dtypes, staged_out + staged_in, list(outputs), launch)
+
+    # -- point to point and barrier ------------------------------------------------------------
+    def send(self, tensors, dst: int, tag: int = 0):
+        staged = self._stage(tensors, read=True, write=False)
+        return self._start("send", None, staged, list(tensors), lambda: self._gloo.send([s.host for s in staged], dst, tag))
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        staged = self._stage(tensors, read=False, write=True)
+        return self._start("recv", None, staged, list(tensors), lambda: self._gloo.recv([s.host for s in staged], src, tag))
+
+    def recv_anysource(self, tensors, tag: int = 0):
+        staged = self._stage(tensors, read=False, write=True)
+        return self._start("recv", None, staged, list(tensors), lambda: self._gloo.recv_anysource([s.host for s in staged], tag))
+
+    def barrier(self, opts=None):
+        # like CUDA's, a barrier also waits for this rank's queued device work
+        from ..runtime import storage
+
+        storage.synchronize()
+        return self._start("barrier", None, [], [], lambda: self._gloo.barrier(opts or dist.BarrierOptions()))
+
+    def shutdown(self) -> None:
+        self._gloo.shutdown()
+
+    def abort(self) -> None:
+        self._gloo.abort()
+

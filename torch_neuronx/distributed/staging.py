@@ -1,0 +1,122 @@
+"""Host buffers for collectives: what Gloo reads and writes in place of a tensor, and the write-back.
+
+A neuron tensor's values come to the host once (the copy Gloo needs: it works on host memory) and the
+result goes back once, handed to the device without a second copy. A CPU tensor Gloo can take as it
+is goes to Gloo directly. Dtypes Gloo does not carry travel as a same-width dtype it does (moves) or
+in a wider one that gives the same bits (reductions).
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ..eager.buffers import take_from_host, to_host
+
+# what ProcessGroupGloo carries (measured on torch 2.13's Gloo)
+GLOO_DTYPES = frozenset({
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
+})
+# moves: the same bits as a dtype of the same width
+_MOVE_AS = {1: torch.uint8, 2: torch.float16, 4: torch.int32, 8: torch.int64, 16: torch.complex128}
+# reductions: a dtype whose results, cast back, are the reduction's own (integer sums and products
+# wrap the same way modulo the narrower width; float8 rounds once, at the end)
+_REDUCE_IN = {
+    torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64,
+    torch.float8_e4m3fn: torch.float32, torch.float8_e5m2: torch.float32,
+    torch.float8_e4m3fnuz: torch.float32, torch.float8_e5m2fnuz: torch.float32,
+}
+_INT64_MIN = -(2 ** 63)
+_ORDER_OPS = (dist.ReduceOp.MIN, dist.ReduceOp.MAX)
+_BITWISE_OPS = (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR)
+
+
+def op_name(op) -> str:
+    """'SUM', 'AVG', ... for a ReduceOp or its RedOpType."""
+    return str(getattr(op, "op", op)).rsplit(".", 1)[-1]
+
+
+def gloo_op(op, dtype: torch.dtype, collective: str):
+    """The Gloo reduction that computes `op` (AVG is a SUM divided afterwards), with the error CUDA
+    gives for an op the dtype has no meaning for."""
+    if op == dist.ReduceOp.AVG:
+        if dtype == torch.bool:
+            raise TypeError(f"{collective}: ReduceOp.AVG is not supported for torch.bool")
+        return dist.ReduceOp.SUM
+    if op in _BITWISE_OPS and (dtype.is_floating_point or dtype.is_complex):
+        raise TypeError(f"{collective}: ReduceOp.{op_name(op)} is not supported for {dtype} (bitwise ops need an integer or bool dtype)")
+    if op in _ORDER_OPS and dtype.is_complex:
+        raise TypeError(f"{collective}: ReduceOp.{op_name(op)} is not supported for {dtype}")
+    if op == dist.ReduceOp.PREMUL_SUM:
+        raise NotImplementedError(f"{collective}: ReduceOp.PREMUL_SUM is not supported by the neuron backend")
+    return op
+
+
+class Staged:
+    """One tensor of a collective and its host stand-in (`host`, what Gloo gets).
+
+    `read`: Gloo reads the tensor's values; `write`: Gloo's result is written back by `finish()`.
+    `reduce`: the reduction applied to it, if any (decides how an odd dtype travels)."""
+
+    def __init__(self, tensor: torch.Tensor, *, read: bool, write: bool, reduce=None, group_size: int = 1):
+        self.tensor = tensor
+        self.write = write
+        self.average = reduce == dist.ReduceOp.AVG
+        self.group_size = group_size
+        dtype = tensor.dtype
+        on_host = tensor.device.type == "cpu"
+        direct = on_host and dtype in GLOO_DTYPES and tensor.is_contiguous() and not self.average
+        if direct:
+            self.staged = None
+            self.host = tensor
+            self._restore = None
+            return
+        if read:
+            self.staged = to_host(tensor) if not on_host else tensor.contiguous().clone()
+        else:
+            self.staged = torch.empty(tensor.shape, dtype=dtype)
+        self.host, self._restore = _for_gloo(self.staged, reduce)
+
+    def finish(self) -> None:
+        """Bring Gloo's result into the tensor (once the work is done)."""
+        if not self.write:
+            return
+        result = self._restore(self.host) if self._restore is not None else self.host
+        if self.average:
+            result = _average(result, self.group_size, self.tensor.dtype)
+        if self.staged is None:
+            return  # Gloo wrote the tensor itself
+        if result.dtype != self.tensor.dtype:
+            result = result.to(self.tensor.dtype)
+        if self.tensor.device.type == "neuron":
+            take_from_host(self.tensor, result.contiguous())
+        else:
+            self.tensor.copy_(result)
+
+
+def _for_gloo(host: torch.Tensor, reduce):
+    """(the tensor Gloo gets, how to turn its result back into `host`'s dtype) for a host tensor."""
+    dtype = host.dtype
+    if dtype in GLOO_DTYPES:
+        return host, None
+    if reduce is None:
+        width = host.element_size()
+        as_dtype = _MOVE_AS[width]
+        view = host.view(as_dtype) if host.dim() else host.reshape(1).view(as_dtype).reshape(())
+        return view, lambda r: r.view(dtype) if r.dim() else r.reshape(1).view(dtype).reshape(())
+    if dtype == torch.uint64:
+        signed = host.view(torch.int64)
+        if reduce in _ORDER_OPS:  # unsigned order is signed order with the top bit flipped
+            flipped = signed ^ _INT64_MIN
+            return flipped, lambda r: (r ^ _INT64_MIN).view(torch.uint64)
+        return signed, lambda r: r.view(torch.uint64)
+    wide = _REDUCE_IN.get(dtype)
+    if wide is None:
+        raise TypeError(f"collectives do not support {dtype} on the neuron backend")
+    return host.to(wide), lambda r: r.to(dtype)
+
+
+def _average(total: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+    if dtype.is_floating_point or dtype.is_complex:
+        return (total.to(torch.float32) / n).to(dtype) if dtype.itemsize < 4 else total / n
+    return torch.div(total, n, rounding_mode="trunc").to(dtype)
