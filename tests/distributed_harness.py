@@ -29,10 +29,12 @@ class LaunchError(AssertionError):
 
 
 def launch(script: str, nproc: int = 2, args=(), env=None, timeout: float = 300, nnodes: int = 1,
-           expect_failure: bool = False, tmp_path=None) -> dict:
+           expect_failure: bool = False, tmp_path=None, torchrun: bool = True) -> dict:
     """Run tests/dist_workers/<script> under torchrun; {rank: {name: value}} from every rank's reports.
 
     nnodes > 1 starts one torchrun per node on loopback (c10d rendezvous), like separate machines.
+    torchrun=False starts the ranks as plain processes with torchrun's variables (RANK, LOCAL_RANK, ...):
+    torchrun stops every rank as soon as one fails, which a test of what the survivors see cannot use.
     Raises LaunchError with every rank's output when the run fails (unless expect_failure), or on timeout."""
     out_dir = pathlib.Path(tmp_path) if tmp_path else pathlib.Path(os.environ.get("TMPDIR", "/tmp"))
     out_dir = out_dir / f"dist_{script.removesuffix('.py')}_{os.getpid()}_{free_port()}"
@@ -47,7 +49,14 @@ def launch(script: str, nproc: int = 2, args=(), env=None, timeout: float = 300,
     full_env.pop("NEURON_RT_VISIBLE_CORES", None)
     full_env.update(env or {})
     procs = []
-    for node in range(nnodes):
+    if not torchrun:
+        for rank in range(nproc):
+            rank_env = dict(full_env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
+                            LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            log = open(out_dir / f"node{rank}.log", "w")
+            cmd = [sys.executable, str(WORKERS / script), *map(str, args)]
+            procs.append((subprocess.Popen(cmd, env=rank_env, stdout=log, stderr=subprocess.STDOUT), log))
+    for node in range(nnodes if torchrun else 0):
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", f"--nnodes={nnodes}"]
         if nnodes == 1:
             cmd += ["--master_addr=127.0.0.1", f"--master_port={port}"]

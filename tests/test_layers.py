@@ -10,7 +10,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "torch_neuronx"
 # bottom up; a layer may import the ones before it (the package root's modules sit around them)
-LAYERS = ["runtime", "ops", "cache", "eager", "compile"]
+LAYERS = ["runtime", "ops", "cache", "eager", "compile", "distributed"]
 DEVICE_APIS = {"device_put", "default_device", "block_until_ready", "devices", "local_devices"}
 # the shim's extension module, named as torch names its own; runtime/ wraps it for everyone else
 SHIM = "torch_neuronx._C"

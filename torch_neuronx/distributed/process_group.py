@@ -19,6 +19,7 @@ from .work import PROBE_SECONDS, CompletedWork, NeuronWork, ThenWork, failure_er
 
 CHECKS_ENV = "TORCH_NEURONX_DIST_CHECKS"
 _SIGNATURE_BYTES = 256
+_INCARNATIONS: dict[str, int] = {}  # group name -> how many groups of that name this process made
 
 
 class MismatchError(RuntimeError):
@@ -40,7 +41,16 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._timeout = timeout
         self._global_ranks = list(global_ranks) if global_ranks else list(range(size))
         self._group_id = group_id
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
+        # A group made again under the same name (init after destroy, an elastic restart) meets in the same
+        # store, where the last one's addresses still sit: each incarnation rendezvous under its own prefix.
+        # Every rank creates and destroys groups in the same order, so the count agrees across ranks.
+        incarnation = _INCARNATIONS[group_id] = _INCARNATIONS.get(group_id, 0) + 1
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        gloo_store = dist.PrefixStore(f"gloo/{restart}/{incarnation}/", store)
+        # Gloo's own deadline leaves room, within the group's timeout, to find out who is gone
+        self._probe_seconds = min(PROBE_SECONDS, timeout.total_seconds() / 4)
+        gloo_timeout = timeout - datetime.timedelta(seconds=self._probe_seconds)
+        self._gloo = dist.ProcessGroupGloo(gloo_store, rank, size, gloo_timeout)
         # the group's CPU backend: gives the group its name and serves `monitored_barrier`
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
         self._seq = 0
@@ -100,9 +110,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         )
 
     def _failure(self, collective: str, seq: int, cause: BaseException) -> Exception:
-        window = min(PROBE_SECONDS, self._timeout.total_seconds())
-        lost = lost_ranks(self._store, self.rank(), self.size(), seq, window)
-        return failure_error(self._describe(), collective, seq, cause, lost, self._global_rank)
+        lost = lost_ranks(self._store, self.rank(), self.size(), seq, self._probe_seconds)
+        return failure_error(self._describe(), collective, seq, cause, lost, self._global_rank, self._probe_seconds)
 
     def _stage(self, tensors, *, read: bool, write: bool, reduce=None) -> list[Staged]:
         return [Staged(t, read=read, write=write, reduce=reduce, group_size=self.size()) for t in tensors]
@@ -146,7 +155,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         staged_out = Staged(output, read=False, write=True, reduce=op, group_size=self.size())
         staged_in = Staged(inp, read=True, write=False, reduce=op, group_size=self.size())
         gop = gloo_op(op, inp.dtype, "reduce_scatter")
-        work = self._gloo._reduce_scatter_base(staged_out.host, staged_in.host,
+        work = self._gloo._reduce_scatter_base(staged_out.host.view(-1), staged_in.host.view(-1),
                                                self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
         return [staged_out, staged_in], work
 
@@ -212,7 +221,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         staged_in = self._stage(inputs, read=True, write=False)
 
         def launch():
-            return [self._gloo._allgather_base(so.host, si.host) for so, si in zip(staged_out, staged_in)]
+            # flat: Gloo takes only the concatenated form, torch also the stacked one (ws, *input.shape)
+            return [self._gloo._allgather_base(so.host.view(-1), si.host.view(-1)) for so, si in zip(staged_out, staged_in)]
 
         return self._start("all_gather_into_tensor", _sig(inputs), staged_out + staged_in, list(outputs), launch)
 

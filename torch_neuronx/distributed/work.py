@@ -14,7 +14,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Work
 
-# how long survivors of a failed collective wait for each other before calling a rank lost
+# how long survivors of a failed collective wait for each other before calling a rank lost (at most;
+# a group with a short timeout waits a quarter of it)
 PROBE_SECONDS = 5.0
 
 
@@ -170,14 +171,16 @@ def lost_ranks(store, group_rank: int, size: int, seq: int, window: float) -> li
         return None
 
 
-def failure_error(group_desc: str, collective: str, seq: int, cause: BaseException, lost, global_rank) -> Exception:
+def failure_error(group_desc: str, collective: str, seq: int, cause: BaseException, lost, global_rank,
+                  window: float) -> Exception:
     text = str(cause).strip().splitlines()
     detail = text[-1] if text else type(cause).__name__
     if lost is None:
         who = "the rendezvous store does not answer (the process hosting it may be gone)"
     elif lost:
         names = ", ".join(f"rank {global_rank(r)}" for r in lost)
-        who = f"{names} {'is' if len(lost) == 1 else 'are'} lost (no answer within {PROBE_SECONDS:g} s)"
+        who = (f"{names} did not answer within {window:g} s: lost (the process exited or was killed), "
+               f"or not in this collective")
     else:
         who = "every rank is still alive"
     return dist.DistBackendError(f"neuron process group {group_desc}: {collective} (collective #{seq}) failed: {who}. Gloo: {detail}")
