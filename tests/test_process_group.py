@@ -90,16 +90,18 @@ def test_two_nodes_on_loopback_meet_through_the_rendezvous(tmp_path):
     ({"LOCAL_RANK": "0", "NEURON_RT_NUM_CORES": "4"}, [0], 4),
 ])
 def test_visible_cores_default_to_the_launchers_local_rank(monkeypatch, env, visible, count):
-    for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES"):
-        monkeypatch.delenv(var, raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    assert config.host_device_count() == count
-    assert config.visible_cores(config.host_device_count()) == visible
+    with monkeypatch.context() as m:  # restored before the suite's per-test device checks run
+        for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES"):
+            m.delenv(var, raising=False)
+        for k, v in env.items():
+            m.setenv(k, v)
+        assert config.host_device_count() == count
+        assert config.visible_cores(config.host_device_count()) == visible
 
 
 def test_a_bad_local_rank_is_named(monkeypatch):
-    monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
-    monkeypatch.setenv("LOCAL_RANK", "x")
-    with pytest.raises(ValueError, match="LOCAL_RANK='x'"):
-        config.visible_cores(2)
+    with monkeypatch.context() as m:
+        m.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
+        m.setenv("LOCAL_RANK", "x")
+        with pytest.raises(ValueError, match="LOCAL_RANK='x'"):
+            config.visible_cores(2)
