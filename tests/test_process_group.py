@@ -21,6 +21,10 @@ def test_each_rank_owns_the_core_of_its_local_rank(groups):
         assert core == {"current_device": 0, "device_count": 1, "jax_device_id": rank, "local_rank": rank}
 
 
+def test_set_device_of_the_local_rank_selects_the_processs_core(groups):
+    assert groups[0]["set_device_local_rank"] == groups[1]["set_device_local_rank"] == 0
+
+
 @pytest.mark.parametrize("how", ["neuron", "default", "mixed", "again"])
 def test_every_way_of_making_the_group_reduces_neuron_and_cpu_tensors(groups, how):
     # backend="neuron"; no backend (neuron is the accelerator); "cpu:gloo,neuron:neuron"; init after destroy

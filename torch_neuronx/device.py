@@ -72,7 +72,12 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    _native()._set_device(_index(device))
+    """Make `device` current. Under a launcher that gave this process the core LOCAL_RANK, that core
+    is neuron:0, and `set_device(LOCAL_RANK)` (what CUDA scripts and DeviceMesh call) selects it."""
+    index = _index(device)
+    if index >= device_count() and index == config.launcher_core():
+        index = 0
+    _native()._set_device(index)
 
 
 class device:

@@ -17,6 +17,8 @@ from torch_neuronx.runtime import devices
 rank = int(os.environ["RANK"])
 report("core", {"current_device": torch.neuron.current_device(), "device_count": torch.neuron.device_count(),
                 "jax_device_id": devices.jax_device(0).id, "local_rank": int(os.environ["LOCAL_RANK"])})
+torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))  # as a CUDA script does: names this process's core
+report("set_device_local_rank", torch.neuron.current_device())
 
 
 def sums(tag):

@@ -56,6 +56,14 @@ def _visible_text() -> str | None:
     return local_rank or None
 
 
+def launcher_core() -> int | None:
+    """The core a launcher gave this process (LOCAL_RANK, when NEURON_RT_VISIBLE_CORES is unset)."""
+    if os.environ.get("NEURON_RT_VISIBLE_CORES"):
+        return None
+    local_rank = os.environ.get("LOCAL_RANK", "").strip()
+    return int(local_rank) if local_rank.isdigit() else None
+
+
 def _visible_var() -> str:
     return "NEURON_RT_VISIBLE_CORES" if os.environ.get("NEURON_RT_VISIBLE_CORES") else "LOCAL_RANK"
 
