@@ -77,8 +77,10 @@ def _torch_owned(node) -> bool:
     if node.op != "call_function":
         return False  # a call_module: the module's code is not in the digest
     target = node.target
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(target, torch._ops.OpOverload):
         return target.namespace in ("aten", "prims")
+    if isinstance(target, torch._ops.OpOverloadPacket):  # has no `namespace`: any other name is an overload's
+        return target._qualified_op_name.split("::")[0] in ("aten", "prims")
     module = getattr(target, "__module__", None) or ""
     return module == "torch" or module.startswith("torch.") or module in _PLAIN_MODULES
 
