@@ -18,7 +18,8 @@ import re
 import torch
 
 from .. import cache, metrics
-from .graph import GraphProgram, structure_digest
+from .graph import structure_digest
+from .split import program_for
 
 KIND = "aot"
 _TORCH_OPS = ("torch.ops.aten", "torch.ops.prims")
@@ -128,7 +129,7 @@ def load(key: tuple, name: str, reason: str | None):
 
     try:
         aten_graph = GraphPickler.loads(body, FakeTensorMode())
-        program = GraphProgram(aten_graph, f"{name}_inference", "inference", reason)
+        program = program_for(aten_graph, f"{name}_inference", "inference", reason)
     except Exception:  # written by a torch that pickled differently: run AOTAutograd again
         cache.executable_cache().remove_record(KIND, key)
         return None
