@@ -482,6 +482,15 @@ def test_aot_autograd_is_skipped_only_where_its_wrapper_does_nothing(fresh_cache
     torch.testing.assert_close(got.cpu(), x + torch.ones(5, dtype=torch.float64))
 
 
+def test_a_dynamo_graph_calling_an_op_packet_qualifies_for_the_aot_record(fresh_cache):
+    # torch.ops.aten.add (a packet, not an overload) is the node's target: it has no `namespace`
+    torch._dynamo.reset()
+    x = _x(4, 5)
+    f = torch.compile(lambda a: torch.ops.aten.add(a, 1).exp(), backend="neuron", fullgraph=True, dynamic=False)
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), (x + 1).exp())
+    assert _kinds(fresh_cache).count("aot") == 1
+
+
 def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
     save = """
         import sys, torch

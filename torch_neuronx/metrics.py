@@ -167,6 +167,14 @@ def aot_autograd_skipped(name: str) -> None:
     _aot_skips[name] += 1
 
 
+_splits: dict = {}  # graph -> {"kind", "segments", "collectives"}
+
+
+def graph_split(name: str, kind: str, segments: int, collectives: int) -> None:
+    """A graph with collectives was cut into `segments` executables, the collectives run between them."""
+    _splits[name] = {"kind": kind, "segments": segments, "collectives": collectives}
+
+
 def graph_executed(name: str) -> None:
     _graph_runs[name] += 1
 
@@ -186,6 +194,7 @@ def get_dynamo_metrics() -> dict:
         "reused": dict(_graph_reuses),
         "loaded_from_disk": dict(_graph_loads),
         "aot_autograd_skipped": dict(_aot_skips),
+        "split_graphs": {name: dict(v) for name, v in _splits.items()},
     }
 
 
@@ -195,6 +204,7 @@ def reset_dynamo_metrics() -> None:
     _graph_reuses.clear()
     _graph_loads.clear()
     _aot_skips.clear()
+    _splits.clear()
 
 
 def report() -> str:
@@ -242,4 +252,8 @@ def report() -> str:
         table = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         table.insert(1, "-" * max(len(t) for t in table))
         lines.extend(table)
+    for name, split in _splits.items():
+        n, c = split["segments"], split["collectives"]
+        lines.append(f"split graph {name} ({split['kind']}): {n} segment{'s' * (n != 1)}, "
+                     f"{c} collective{'s' * (c != 1)} run through the process group between them")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """The TorchDynamo backend `neuron`: Dynamo's graph -> AOTAutograd (functional ATen, PyTorch's
 decompositions for what the lowering table lacks) -> one GraphProgram per forward/backward graph ->
-one XLA executable per graph and input signature. No Inductor.
+one XLA executable per graph and input signature (a graph that calls collectives: one per segment
+between them, `split.py`). No Inductor.
 
 Shapes are static. `dynamic=True` or a dimension marked dynamic is refused with an error that says
 how to fix the call. When Dynamo makes shapes symbolic on its own (the default `dynamic=None`, after
@@ -17,7 +18,7 @@ import torch
 from ..ops.decompositions import decomposition_table
 from . import shortcut
 from .errors import NEFFCompilationError
-from .graph import GraphProgram
+from .split import program_for
 
 _model_name: str | None = None
 _counter = itertools.count()
@@ -78,7 +79,7 @@ def _aot(gm, example_inputs, name, reason):
 
     def compiler(kind):
         def compile_graph(graph_module, inputs):
-            program = GraphProgram(graph_module, f"{name}_{kind}", kind, reason)
+            program = program_for(graph_module, f"{name}_{kind}", kind, reason)
             if kind == "inference" and record is not None:
                 shortcut.remember(record, graph_module, program.name)
             return make_boxed_func(program)

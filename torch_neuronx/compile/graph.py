@@ -51,6 +51,14 @@ _PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator
 # Checks AOTAutograd leaves in graphs: fake propagation already proved them for these static shapes
 _NO_OPS = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
            aten.sym_constrain_range_for_size.default}
+# ops no executable may hold: collectives talk to other ranks through the process group, on the host
+# (a host callback would run one where jax chooses, and copy an asynchronous result out before it
+# arrived); compile/split.py runs them between executables
+COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "_c10d_functional_autograd", "_dtensor", "c10d"})
+
+
+def is_collective(target) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in COLLECTIVE_NAMESPACES
 
 
 def _is_random(node) -> bool:
@@ -561,6 +569,11 @@ class _Tracer:
     def _host_call(self, node, op, args, kwargs, val):
         """An op with no lowering: run it on the host's CPU from inside the executable."""
         name = str(op)
+        if is_collective(op):
+            raise NEFFCompilationError(
+                f"graph {self.program.name}: op {name} (node '{node.name}') is a collective, which runs "
+                f"between executables (compile/split.py cuts a graph there), never inside one"
+            )
         check_cpu_fallback(name, self.program.name, node.name, NEFFCompilationError, stacklevel=2)
         self.fallbacks.append(name)
         # torch's pytree: FX hands Tensor[] arguments and kwargs over as immutable_list/immutable_dict,

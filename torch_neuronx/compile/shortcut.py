@@ -18,7 +18,8 @@ import re
 import torch
 
 from .. import cache, metrics
-from .graph import GraphProgram, structure_digest
+from .graph import structure_digest
+from .split import program_for
 
 KIND = "aot"
 _TORCH_OPS = ("torch.ops.aten", "torch.ops.prims")
@@ -77,8 +78,10 @@ def _torch_owned(node) -> bool:
     if node.op != "call_function":
         return False  # a call_module: the module's code is not in the digest
     target = node.target
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(target, torch._ops.OpOverload):
         return target.namespace in ("aten", "prims")
+    if isinstance(target, torch._ops.OpOverloadPacket):  # has no `namespace`: any other name is an overload's
+        return target._qualified_op_name.split("::")[0] in ("aten", "prims")
     module = getattr(target, "__module__", None) or ""
     return module == "torch" or module.startswith("torch.") or module in _PLAIN_MODULES
 
@@ -126,7 +129,7 @@ def load(key: tuple, name: str, reason: str | None):
 
     try:
         aten_graph = GraphPickler.loads(body, FakeTensorMode())
-        program = GraphProgram(aten_graph, f"{name}_inference", "inference", reason)
+        program = program_for(aten_graph, f"{name}_inference", "inference", reason)
     except Exception:  # written by a torch that pickled differently: run AOTAutograd again
         cache.executable_cache().remove_record(KIND, key)
         return None
