@@ -21,13 +21,18 @@ def test_each_rank_owns_the_core_of_its_local_rank(groups):
         assert core == {"current_device": 0, "device_count": 1, "jax_device_id": rank, "local_rank": rank}
 
 
+def test_a_subgroup_of_a_group_bound_to_a_device_works(groups):
+    assert groups[0]["bound_subgroup"] == groups[1]["bound_subgroup"] == [2.0, 2.0]
+
+
 def test_set_device_of_the_local_rank_selects_the_processs_core(groups):
     assert groups[0]["set_device_local_rank"] == groups[1]["set_device_local_rank"] == 0
 
 
-@pytest.mark.parametrize("how", ["neuron", "default", "mixed", "again"])
+@pytest.mark.parametrize("how", ["neuron", "default", "mixed", "again", "bound"])
 def test_every_way_of_making_the_group_reduces_neuron_and_cpu_tensors(groups, how):
-    # backend="neuron"; no backend (neuron is the accelerator); "cpu:gloo,neuron:neuron"; init after destroy
+    # backend="neuron"; no backend (neuron is the accelerator); "cpu:gloo,neuron:neuron"; init after
+    # destroy; bound to a device with device_id=
     for rank in (0, 1):
         got = groups[rank][how]
         assert got["neuron"] == [3.0, 3.0, 3.0] and got["device"] == "neuron:0"

@@ -1,7 +1,8 @@
 """2 ranks: how a neuron process group comes to be and goes away, and what bad calls get.
 
 Reports, per rank: the core this process owns, each way of creating the group (backend="neuron",
-no backend with neuron as the accelerator, "cpu:gloo,neuron:neuron", a second init after destroy),
+no backend with neuron as the accelerator, "cpu:gloo,neuron:neuron", a second init after destroy,
+device_id=neuron:0),
 a collective on neuron and on CPU tensors in each, mismatched shapes and dtypes across ranks, and a
 collective one rank never joins (the group's timeout)."""
 import datetime
@@ -31,9 +32,16 @@ def sums(tag):
                  "device": str(x.device)})
 
 
-for tag, backend in (("neuron", "neuron"), ("default", None), ("mixed", "cpu:gloo,neuron:neuron"), ("again", "neuron")):
+for tag, backend in (("neuron", "neuron"), ("default", None), ("mixed", "cpu:gloo,neuron:neuron"),
+                     ("again", "neuron"), ("bound", "neuron")):
     if backend is None:
         dist.init_process_group()
+    elif tag == "bound":  # bound to this process's core, and a subgroup made under it
+        dist.init_process_group(backend, device_id=torch.device("neuron:0"))
+        sub = dist.new_group([0, 1])
+        z = torch.ones(2, device="neuron")
+        dist.all_reduce(z, group=sub)
+        report("bound_subgroup", z.cpu().tolist())
     else:
         dist.init_process_group(backend)
     sums(tag)

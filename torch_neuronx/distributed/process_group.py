@@ -34,6 +34,12 @@ def _sig(tensors) -> str:
     return ",".join(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t in tensors)
 
 
+class _NoSplitting:
+    """What c10d reads of a bound device's backend: whether it splits (`supports_splitting`)."""
+
+    supports_splitting = False
+
+
 class ProcessGroupNeuron(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, global_ranks=None, group_id=""):
         super().__init__(rank, size)
@@ -62,6 +68,14 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def name(self) -> str:
         return "neuron"
+
+    def _get_backend(self, device):
+        """c10d asks a group bound to a device (`init_process_group(device_id=...)`, `new_group` under
+        it) for that device's backend, to split communicators from it: this group's neuron side is
+        itself, and it does not split (new groups rendezvous on their own)."""
+        if torch.device(device).type == "neuron":
+            return _NoSplitting()
+        return super()._get_backend(device)
 
     def _describe(self) -> str:
         return f"{self._group_id or '0'!r} (ranks {self._global_ranks})"
