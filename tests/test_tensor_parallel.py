@@ -25,7 +25,6 @@ the executable cache cold, ~15 s warm.
 import os
 import sys
 
-import numpy as np
 import pytest
 import torch
 
