@@ -21,15 +21,16 @@ import os
 import tempfile
 import time
 
-import diffusers
-import numpy as np
-import torch
-import torch.distributed as dist
-import transformers
-from diffusers import Flux2KleinPipeline, Flux2Transformer2DModel, TensorParallelConfig
-from torch.distributed.device_mesh import DeviceMesh
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built here: never reach for the Hub
+import diffusers  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import transformers  # noqa: E402
+from diffusers import Flux2KleinPipeline, Flux2Transformer2DModel, TensorParallelConfig  # noqa: E402
+from torch.distributed.device_mesh import DeviceMesh  # noqa: E402
 
-from flux2_klein import save_pipeline
+from flux2_klein import save_pipeline  # noqa: E402
 
 PROMPT = "a golden retriever surfing a wave, photorealistic"
 
