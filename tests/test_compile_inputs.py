@@ -165,6 +165,7 @@ def test_compiled_model_on_device_one_stays_there(memory_only_cache):
     md = copy.deepcopy(m).to("neuron:1")
     x = torch.randn(4, 16)
     c = _compiled(md)
+    gc.collect()
     torch.neuron.empty_cache()
     base0 = torch.neuron.memory_allocated(0)
     xd = x.to("neuron:1")
