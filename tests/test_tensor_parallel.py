@@ -1,4 +1,4 @@
-"""diffusers' tensor parallelism, eager, on 2 ranks of the c10d backend `neuron` (one launch of
+"""diffusers' tensor parallelism, eager and compiled, on 2 ranks of the c10d backend `neuron` (one launch of
 tests/dist_workers/tensor_parallel.py under torchrun; each rank owns one core).
 
 The tiny FLUX.2-klein of examples/flux2_klein.py, written with save_pretrained; on each rank, as diffusers'
@@ -17,7 +17,8 @@ AWS Trainium page says: `init_process_group(backend="neuron")`, `DeviceMesh("neu
   (max |diff| <= 1e-4, relative <= 1e-5; measured 2.5e-6 and 5e-7); bfloat16 within about twice what
   bfloat16 itself costs on the CPU (the CPU's bfloat16 image is 0.028 max / 0.0072 relative from its
   float32 one; one core on neuron in bfloat16 is 0.027 / 0.0077 from the CPU's bfloat16; measured TP
-  0.031 / 0.0076).
+  0.031 / 0.0076). Then the same pipeline with its transformer compiled (`backend="neuron",
+  fullgraph=True, dynamic=False`, as the page compiles it), within the same bounds.
 Every rank gives the same outputs, bit for bit; each forward runs one all-reduce per rowwise layer on
 the neuron process group and nothing else; no op falls back to the CPU. The launch takes ~35 s with
 the executable cache cold, ~15 s warm.
@@ -84,15 +85,25 @@ def test_transformer_matches_cpu(results, dtype, path):
         assert r["out"] == results[0][f"transformer/{dtype}/{path}"]["out"]  # every rank, bit for bit
 
 
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_pipeline_matches_cpu(results, dtype):
+def test_pipeline_matches_cpu(results, dtype, mode):
+    # compiled: the tensor-parallel transformer under torch.compile(backend="neuron", fullgraph=True)
+    key = f"pipeline/{dtype}" + ("/compiled" if mode == "compiled" else "")
     max_abs_tol, rel_tol = PIPELINE_BOUNDS[dtype]
     for rank in range(RANKS):
-        r = results[rank][f"pipeline/{dtype}"]
+        r = results[rank][key]
         assert r["shape"] == [1, 64, 64, 3]
         assert r["devices"] == ["neuron:0"]
         assert r["max_abs"] <= max_abs_tol and r["rel"] <= rel_tol, r
-        assert r["digest"] == results[0][f"pipeline/{dtype}"]["digest"]
+        assert r["digest"] == results[0][key]["digest"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compiled_transformer_graphs_are_cut_at_each_all_reduce(results, dtype):
+    graphs = results[0][f"pipeline/{dtype}/compiled/graphs"]
+    assert graphs, "the compiled transformer ran no graph with collectives"
+    assert sum(g["collectives"] for g in graphs.values()) >= ALL_REDUCES, graphs
 
 
 def test_no_cpu_fallback(results):

@@ -13,6 +13,8 @@ For float32 and bfloat16 it reports
 - `pipeline/<dtype>`: the FLUX.2-klein pipeline with the `from_pretrained` tensor-parallel transformer
   and its other components moved to the rank's device: max |diff| and relative error of its image
   against the same pipeline on the CPU, and a digest of the image (every rank must make the same one);
+  `pipeline/<dtype>/compiled`: the same after `pipe.transformer.compile(backend="neuron",
+  fullgraph=True, dynamic=False)`, and `.../graphs`: how Dynamo's graphs were cut at collectives;
 - `fallbacks`: the ops that fell back to the CPU (there must be none).
 Each section also reports its seconds and `compiling()`.
 """
@@ -154,8 +156,17 @@ def check_pipeline(folder, mesh, device, name, dtype) -> None:
     pipe = Flux2KleinPipeline.from_pretrained(folder, transformer=transformer, dtype=dtype, local_files_only=True)
     pipe.to(device)
     got = image(pipe)
+    report_image(f"pipeline/{name}", got, want, pipe, start)
+    # the same pipeline with its tensor-parallel transformer compiled, as the page compiles it
+    start = time.perf_counter()
+    pipe.transformer.compile(backend="neuron", fullgraph=True, dynamic=False)
+    report_image(f"pipeline/{name}/compiled", image(pipe), want, pipe, start)
+    report(f"pipeline/{name}/compiled/graphs", torch.neuron.get_dynamo_metrics().get("split_graphs", {}))
+
+
+def report_image(label, got, want, pipe, start) -> None:
     diff = got - want
-    report(f"pipeline/{name}", {
+    report(label, {
         "shape": list(got.shape),
         "max_abs": float(np.abs(diff).max()),
         "rel": float(np.linalg.norm(diff) / np.linalg.norm(want)),
