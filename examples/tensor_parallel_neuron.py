@@ -79,11 +79,12 @@ def main() -> None:
 
     if rank == 0:
         pipe.numpy_to_pil(images)[0].save(args.output)
+        print(f"saved {args.output}")
         single = run(Flux2KleinPipeline.from_pretrained(args.folder, dtype=dtype).to(device), args)
         cpu = run(Flux2KleinPipeline.from_pretrained(args.folder, dtype=dtype), args)
         for name, ref in (("one NeuronCore", single), ("the CPU", cpu)):
             diff = np.abs(images.astype(np.float64) - ref).max()
-            print(f"saved {args.output}; max |difference| from the {args.dtype} image on {name}: {diff:.3g}")
+            print(f"max |difference| from the {args.dtype} image on {name}: {diff:.3g}")
     dist.destroy_process_group()
 
 
