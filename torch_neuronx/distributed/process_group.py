@@ -141,11 +141,10 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
         return self._start("reduce", f"{op_name(op)} root={root} {_sig(tensors)}", staged, list(tensors), launch)
 
-    def _reduce_scatter_one(self, output, inp, op):
+    def _reduce_scatter_one(self, output, inp, op, gop):
         """Start one reduce-scatter of flat `inp` (size * output's elements) into `output`."""
         staged_out = Staged(output, read=False, write=True, reduce=op, group_size=self.size())
         staged_in = Staged(inp, read=True, write=False, reduce=op, group_size=self.size())
-        gop = gloo_op(op, inp.dtype, "reduce_scatter")
         work = self._gloo._reduce_scatter_base(staged_out.host, staged_in.host,
                                                self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
         return [staged_out, staged_in], work
@@ -158,11 +157,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        # before launching: a refused op is the caller's error, not a failed collective
+        gops = [gloo_op(op, i.dtype, "reduce_scatter") for i in inputs]
         staged, works = [], []
 
         def launch():
-            for o, i in zip(outputs, inputs):
-                s, w = self._reduce_scatter_one(o, i, op)
+            for o, i, gop in zip(outputs, inputs, gops):
+                s, w = self._reduce_scatter_one(o, i, op, gop)
                 staged.extend(s)
                 works.append(w)
             return works

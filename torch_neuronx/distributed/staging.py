@@ -31,23 +31,30 @@ _ORDER_OPS = (dist.ReduceOp.MIN, dist.ReduceOp.MAX)
 _BITWISE_OPS = (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR)
 
 
+def op_type(op):
+    """The RedOpType of a ReduceOp (or of a RedOpType): `ReduceOp in (RedOpType, ...)` is always
+    False, as RedOpType's == does not know ReduceOp."""
+    return getattr(op, "op", op)
+
+
 def op_name(op) -> str:
     """'SUM', 'AVG', ... for a ReduceOp or its RedOpType."""
-    return str(getattr(op, "op", op)).rsplit(".", 1)[-1]
+    return str(op_type(op)).rsplit(".", 1)[-1]
 
 
 def gloo_op(op, dtype: torch.dtype, collective: str):
     """The Gloo reduction that computes `op` (AVG is a SUM divided afterwards), with the error CUDA
-    gives for an op the dtype has no meaning for."""
-    if op == dist.ReduceOp.AVG:
+    gives for an op the dtype has no meaning for (a RuntimeError, as theirs)."""
+    kind = op_type(op)
+    if kind == dist.ReduceOp.AVG:
         if dtype == torch.bool:
-            raise TypeError(f"{collective}: ReduceOp.AVG is not supported for torch.bool")
+            raise RuntimeError(f"{collective}: ReduceOp.AVG is not supported for torch.bool")
         return dist.ReduceOp.SUM
-    if op in _BITWISE_OPS and (dtype.is_floating_point or dtype.is_complex):
-        raise TypeError(f"{collective}: ReduceOp.{op_name(op)} is not supported for {dtype} (bitwise ops need an integer or bool dtype)")
-    if op in _ORDER_OPS and dtype.is_complex:
-        raise TypeError(f"{collective}: ReduceOp.{op_name(op)} is not supported for {dtype}")
-    if op == dist.ReduceOp.PREMUL_SUM:
+    if kind in _BITWISE_OPS and (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"{collective}: ReduceOp.{op_name(op)} is not supported for {dtype} (bitwise ops need an integer or bool dtype)")
+    if kind in (*_ORDER_OPS, dist.ReduceOp.PRODUCT) and dtype.is_complex:
+        raise RuntimeError(f"{collective}: ReduceOp.{op_name(op)} is not supported for {dtype}")
+    if kind == dist.ReduceOp.PREMUL_SUM:
         raise NotImplementedError(f"{collective}: ReduceOp.PREMUL_SUM is not supported by the neuron backend")
     return op
 
@@ -61,7 +68,7 @@ class Staged:
     def __init__(self, tensor: torch.Tensor, *, read: bool, write: bool, reduce=None, group_size: int = 1):
         self.tensor = tensor
         self.write = write
-        self.average = reduce == dist.ReduceOp.AVG
+        self.average = reduce is not None and op_type(reduce) == dist.ReduceOp.AVG
         self.group_size = group_size
         dtype = tensor.dtype
         on_host = tensor.device.type == "cpu"
@@ -106,7 +113,7 @@ def _for_gloo(host: torch.Tensor, reduce):
         return view, lambda r: r.view(dtype) if r.dim() else r.reshape(1).view(dtype).reshape(())
     if dtype == torch.uint64:
         signed = host.view(torch.int64)
-        if reduce in _ORDER_OPS:  # unsigned order is signed order with the top bit flipped
+        if op_type(reduce) in _ORDER_OPS:  # unsigned order is signed order with the top bit flipped
             flipped = signed ^ _INT64_MIN
             return flipped, lambda r: (r ^ _INT64_MIN).view(torch.uint64)
         return signed, lambda r: r.view(torch.uint64)
