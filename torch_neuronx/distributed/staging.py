@@ -126,4 +126,6 @@ def _for_gloo(host: torch.Tensor, reduce):
 def _average(total: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
     if dtype.is_floating_point or dtype.is_complex:
         return (total.to(torch.float32) / n).to(dtype) if dtype.itemsize < 4 else total / n
+    if not dtype.is_signed:  # torch has no integer division for uint16/32/64; numpy has
+        return torch.from_numpy(total.numpy() // n)
     return torch.div(total, n, rounding_mode="trunc").to(dtype)
