@@ -12,13 +12,14 @@ import torch.distributed as dist
 
 from ..eager.buffers import take_from_host, to_host
 
-# what ProcessGroupGloo carries (measured on torch 2.13's Gloo)
+# what every collective of ProcessGroupGloo carries (measured on torch 2.13's Gloo); complex
+# travels as its real view (Gloo's gather has no complex; SUM and AVG are componentwise)
 GLOO_DTYPES = frozenset({
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
-    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
+    torch.int32, torch.int64, torch.bool,
 })
 # moves: the same bits as a dtype of the same width
-_MOVE_AS = {1: torch.uint8, 2: torch.float16, 4: torch.int32, 8: torch.int64, 16: torch.complex128}
+_MOVE_AS = {1: torch.uint8, 2: torch.float16, 4: torch.int32, 8: torch.int64}
 # reductions: a dtype whose results, cast back, are the reduction's own (integer sums and products
 # wrap the same way modulo the narrower width; float8 rounds once, at the end)
 _REDUCE_IN = {
@@ -106,6 +107,8 @@ def _for_gloo(host: torch.Tensor, reduce):
     dtype = host.dtype
     if dtype in GLOO_DTYPES:
         return host, None
+    if dtype.is_complex:
+        return torch.view_as_real(host), torch.view_as_complex
     if reduce is None:
         width = host.element_size()
         as_dtype = _MOVE_AS[width]
