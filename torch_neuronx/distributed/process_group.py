@@ -142,10 +142,11 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return self._start("reduce", f"{op_name(op)} root={root} {_sig(tensors)}", staged, list(tensors), launch)
 
     def _reduce_scatter_one(self, output, inp, op, gop):
-        """Start one reduce-scatter of flat `inp` (size * output's elements) into `output`."""
+        """Start one reduce-scatter of `inp` (size * output's elements, in any shape) into `output`."""
         staged_out = Staged(output, read=False, write=True, reduce=op, group_size=self.size())
         staged_in = Staged(inp, read=True, write=False, reduce=op, group_size=self.size())
-        work = self._gloo._reduce_scatter_base(staged_out.host, staged_in.host,
+        # flat: Gloo wants the input as the outputs concatenated along dim 0, NCCL any shape
+        work = self._gloo._reduce_scatter_base(staged_out.host.view(-1), staged_in.host.view(-1),
                                                self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
         return [staged_out, staged_in], work
 
@@ -157,6 +158,12 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        for o, i in zip(outputs, inputs):
+            if i.numel() != o.numel() * self.size() or o.dtype != i.dtype:
+                raise ValueError(
+                    f"reduce_scatter_tensor: the input must hold {self.size()} x the output "
+                    f"({o.numel()} {o.dtype} elements), got {i.numel()} {i.dtype}"
+                )
         # before launching: a refused op is the caller's error, not a failed collective
         gops = [gloo_op(op, i.dtype, "reduce_scatter") for i in inputs]
         staged, works = [], []
@@ -213,7 +220,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         staged_in = self._stage(inputs, read=True, write=False)
 
         def launch():
-            return [self._gloo._allgather_base(so.host, si.host) for so, si in zip(staged_out, staged_in)]
+            # flat: Gloo wants the output as the inputs concatenated along dim 0, NCCL any shape
+            return [self._gloo._allgather_base(so.host.view(-1), si.host.view(-1)) for so, si in zip(staged_out, staged_in)]
 
         return self._start("all_gather_into_tensor", _sig(inputs), staged_out + staged_in, list(outputs), launch)
 
