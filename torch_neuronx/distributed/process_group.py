@@ -14,7 +14,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from .staging import Staged, gloo_op, op_name
+from .staging import Staged, Unpacked, gloo_op, op_name
 from .work import PROBE_SECONDS, CompletedWork, NeuronWork, ThenWork, failure_error, lost_ranks
 
 CHECKS_ENV = "TORCH_NEURONX_DIST_CHECKS"
@@ -315,14 +315,18 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             )
 
     def alltoall(self, outputs, inputs, opts=None):
-        staged_out = self._stage(outputs, read=False, write=True)
+        """One flat all_to_all_single split by element counts: Gloo's list all_to_all takes only
+        tensors of one shape, NCCL's any."""
+        staged_out = Unpacked(self._stage(outputs, read=False, write=True))
         staged_in = self._stage(inputs, read=True, write=False)
 
         def launch():
-            return self._gloo.alltoall([s.host for s in staged_out], [s.host for s in staged_in], dist.AllToAllOptions())
+            flat_in = torch.cat([s.host.reshape(-1) for s in staged_in])
+            return self._gloo.alltoall_base(staged_out.flat, flat_in, [s.host.numel() for s in staged_out.outputs],
+                                            [s.host.numel() for s in staged_in], dist.AllToAllOptions())
 
         dtypes = ",".join(sorted({str(t.dtype) for t in inputs}))
-        return self._start("all_to_all", dtypes, staged_out + staged_in, list(outputs), launch)
+        return self._start("all_to_all", dtypes, [staged_out, *staged_in], list(outputs), launch)
 
     # -- point to point and barrier ------------------------------------------------------------
     def send(self, tensors, dst: int, tag: int = 0):

@@ -102,6 +102,21 @@ class Staged:
             self.tensor.copy_(result)
 
 
+class Unpacked:
+    """Staged outputs that Gloo fills as one flat host buffer (`flat`), each its run of elements in
+    order: `finish()` copies the runs into the outputs' host buffers, then writes them back."""
+
+    def __init__(self, outputs: list[Staged]):
+        self.outputs = outputs
+        dtype = outputs[0].host.dtype if outputs else torch.uint8
+        self.flat = torch.empty(sum(s.host.numel() for s in outputs), dtype=dtype)
+
+    def finish(self) -> None:
+        for s, run in zip(self.outputs, self.flat.split([s.host.numel() for s in self.outputs])):
+            s.host.view(-1).copy_(run)
+            s.finish()
+
+
 def _for_gloo(host: torch.Tensor, reduce):
     """(the tensor Gloo gets, how to turn its result back into `host`'s dtype) for a host tensor."""
     dtype = host.dtype
