@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from .staging import Staged, Unpacked, gloo_op, op_name
-from .work import PROBE_SECONDS, CompletedWork, NeuronWork, ThenWork, failure_error, lost_ranks
+from .work import PROBE_SECONDS, CompletedWork, NeuronWork, failure_error, lost_ranks
 
 CHECKS_ENV = "TORCH_NEURONX_DIST_CHECKS"
 _SIGNATURE_BYTES = 256
@@ -180,17 +180,26 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
-        """Each output gets the reduction of the ranks' inputs at this rank's position."""
+        """Each output gets the reduction of the ranks' inputs at this rank's position: one Gloo
+        reduce-scatter per output, of its inputs concatenated on the host."""
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        flats = [torch.cat([t.reshape(-1) for t in inputs]) for inputs in input_lists]
-        flat_outputs = [torch.empty(o.numel(), dtype=o.dtype, device=o.device) for o in outputs]
         for o, inputs in zip(outputs, input_lists):
             for t in inputs:
                 if t.shape != o.shape or t.dtype != o.dtype:
                     raise ValueError(f"reduce_scatter: every input must have the output's shape {list(o.shape)} "
                                      f"and dtype {o.dtype}, got {list(t.shape)} {t.dtype}")
-        work = self.reduce_scatter_single_coalesced(flat_outputs, flats, self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
-        return ThenWork(work, lambda: [o.copy_(f.view(o.shape)) for o, f in zip(outputs, flat_outputs)], list(outputs))
+        gops = [gloo_op(op, o.dtype, "reduce_scatter") for o in outputs]
+        staged_out = [Staged(o, read=False, write=True, reduce=op, group_size=self.size()) for o in outputs]
+        staged_in = [[Staged(t, read=True, write=False, reduce=op, group_size=self.size()) for t in inputs]
+                     for inputs in input_lists]
+
+        def launch():
+            return [self._gloo._reduce_scatter_base(so.host.view(-1), torch.cat([s.host.reshape(-1) for s in ins]),
+                                                    self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
+                    for so, ins, gop in zip(staged_out, staged_in, gops)]
+
+        flat_in = [s for ins in staged_in for s in ins]
+        return self._start("reduce_scatter", f"{op_name(op)} {_sig(outputs)}", staged_out + flat_in, list(outputs), launch)
 
     # -- moves ------------------------------------------------------------------------------
     def broadcast(self, tensors, opts):
