@@ -244,7 +244,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             return self._gloo.allgather([[s.host for s in outs] for outs in staged_out], [s.host for s in staged_in])
 
         flat = [s for outs in staged_out for s in outs]
-        return self._start("all_gather", _sig(inputs), flat + staged_in, list(output_lists), launch)
+        # the work's result is the output tensors in one list, as Gloo's
+        return self._start("all_gather", _sig(inputs), flat + staged_in, [s.tensor for s in flat], launch)
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         staged_in = self._stage(inputs, read=True, write=False)
@@ -257,7 +258,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     for i in range(n)]
 
         flat = [s for outs in staged_out for s in outs]
-        return self._start("all_gather_coalesced", _sig(inputs), flat + staged_in, list(output_lists), launch)
+        return self._start("all_gather_coalesced", _sig(inputs), flat + staged_in, [s.tensor for s in flat], launch)
 
     def gather(self, output_lists, inputs, opts):
         root = opts.rootRank
@@ -269,7 +270,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                                      self._gloo_opts(dist.GatherOptions, rootRank=root))
 
         flat = [s for outs in staged_out for s in outs]
-        return self._start("gather", f"root={root} {_sig(inputs)}", flat + staged_in, list(output_lists), launch)
+        return self._start("gather", f"root={root} {_sig(inputs)}", flat + staged_in, [s.tensor for s in flat], launch)
 
     def scatter(self, outputs, input_lists, opts):
         root = opts.rootRank
