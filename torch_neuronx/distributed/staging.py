@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ..eager.buffers import take_from_host, to_host
+from ..runtime.transfer import host_empty
 
 # what every collective of ProcessGroupGloo carries (measured on torch 2.13's Gloo); complex
 # travels as its real view (Gloo's gather has no complex; SUM and AVG are componentwise)
@@ -82,7 +83,7 @@ class Staged:
         if read:
             self.staged = to_host(tensor) if not on_host else tensor.contiguous().clone()
         else:
-            self.staged = torch.empty(tensor.shape, dtype=dtype)
+            self.staged = host_empty(tensor.shape, dtype)
         self.host, self._restore = _for_gloo(self.staged, reduce)
 
     def finish(self) -> None:
