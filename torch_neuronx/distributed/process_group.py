@@ -61,12 +61,21 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     # -- the common path --------------------------------------------------------------------
     def _start(self, collective: str, signature: str | None, staged: list, outputs: list, launch) -> NeuronWork:
-        """Check agreement, start Gloo's work (`launch()` -> a Gloo work or a list of them)."""
+        """Read the inputs to the host while checking agreement, then start Gloo's work (`launch()`
+        -> a Gloo work or a list of them)."""
         self._seq += 1
         seq = self._seq
+        check = None
         try:
             if self._checks and signature is not None and self.size() > 1:
-                self._agree(collective, signature)
+                check = self._agree_start(collective, signature)
+        except RuntimeError as e:
+            raise self._failure(collective, seq, e) from e
+        for s in staged:  # the host copies overlap the check's round trip
+            s.load()
+        try:
+            if check is not None:
+                self._agree_finish(*check)
             works = launch()
         except (dist.DistBackendError, MismatchError, TypeError, ValueError, NotImplementedError):
             raise
@@ -79,14 +88,18 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             return CompletedWork(outputs)
         return NeuronWork(self, collective, seq, works, staged, outputs)
 
-    def _agree(self, collective: str, signature: str) -> None:
-        """Raise on every rank when the ranks did not call the same collective on the same shapes."""
+    def _agree_start(self, collective: str, signature: str):
+        """Start gathering every rank's signature: (the work, this rank's, everyone's)."""
         text = f"{collective} {signature}".encode()[: _SIGNATURE_BYTES - 2]
         mine = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
         mine[:2] = torch.tensor([len(text) >> 8, len(text) & 0xFF], dtype=torch.uint8)
         mine[2:2 + len(text)] = torch.frombuffer(bytearray(text), dtype=torch.uint8)
         everyone = torch.empty(self.size() * _SIGNATURE_BYTES, dtype=torch.uint8)
-        self._gloo._allgather_base(everyone, mine).wait()
+        return self._gloo._allgather_base(everyone, mine), mine, everyone
+
+    def _agree_finish(self, work, mine, everyone) -> None:
+        """Raise on every rank when the ranks did not call the same collective on the same shapes."""
+        work.wait()
         rows = everyone.view(self.size(), _SIGNATURE_BYTES)
         if bool((rows == mine).all()):
             return
@@ -141,15 +154,6 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
         return self._start("reduce", f"{op_name(op)} root={root} {_sig(tensors)}", staged, list(tensors), launch)
 
-    def _reduce_scatter_one(self, output, inp, op, gop):
-        """Start one reduce-scatter of `inp` (size * output's elements, in any shape) into `output`."""
-        staged_out = Staged(output, read=False, write=True, reduce=op, group_size=self.size())
-        staged_in = Staged(inp, read=True, write=False, reduce=op, group_size=self.size())
-        # flat: Gloo wants the input as the outputs concatenated along dim 0, NCCL any shape
-        work = self._gloo._reduce_scatter_base(staged_out.host.view(-1), staged_in.host.view(-1),
-                                               self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
-        return [staged_out, staged_in], work
-
     def reduce_scatter_single(self, output, inp, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self.reduce_scatter_single_coalesced([output], [inp], self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
@@ -166,16 +170,17 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                 )
         # before launching: a refused op is the caller's error, not a failed collective
         gops = [gloo_op(op, i.dtype, "reduce_scatter") for i in inputs]
-        staged, works = [], []
+        staged_out = self._stage(outputs, read=False, write=True, reduce=op)
+        staged_in = self._stage(inputs, read=True, write=False, reduce=op)
 
         def launch():
-            for o, i, gop in zip(outputs, inputs, gops):
-                s, w = self._reduce_scatter_one(o, i, op, gop)
-                staged.extend(s)
-                works.append(w)
-            return works
+            # flat: Gloo wants the input as the outputs concatenated along dim 0, NCCL any shape
+            return [self._gloo._reduce_scatter_base(so.host.view(-1), si.host.view(-1),
+                                                    self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
+                    for so, si, gop in zip(staged_out, staged_in, gops)]
 
-        return self._start("reduce_scatter_tensor", f"{op_name(op)} {_sig(inputs)}", staged, list(outputs), launch)
+        return self._start("reduce_scatter_tensor", f"{op_name(op)} {_sig(inputs)}", staged_out + staged_in,
+                           list(outputs), launch)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 

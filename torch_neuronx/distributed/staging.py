@@ -62,7 +62,7 @@ def gloo_op(op, dtype: torch.dtype, collective: str):
 
 
 class Staged:
-    """One tensor of a collective and its host stand-in (`host`, what Gloo gets).
+    """One tensor of a collective and its host stand-in (`host`, what Gloo gets, once `load()`ed).
 
     `read`: Gloo reads the tensor's values; `write`: Gloo's result is written back by `finish()`.
     `reduce`: the reduction applied to it, if any (decides how an odd dtype travels)."""
@@ -72,19 +72,26 @@ class Staged:
         self.write = write
         self.average = reduce is not None and op_type(reduce) == dist.ReduceOp.AVG
         self.group_size = group_size
-        dtype = tensor.dtype
-        on_host = tensor.device.type == "cpu"
-        direct = on_host and dtype in GLOO_DTYPES and tensor.is_contiguous() and not self.average
+        self._reduce = reduce
+        direct = (tensor.device.type == "cpu" and tensor.dtype in GLOO_DTYPES and tensor.is_contiguous()
+                  and not self.average)
+        self._read = read and not direct
+        self.staged = self.host = self._restore = None
         if direct:
-            self.staged = None
             self.host = tensor
-            self._restore = None
-            return
-        if read:
-            self.staged = to_host(tensor) if not on_host else tensor.contiguous().clone()
-        else:
-            self.staged = host_empty(tensor.shape, dtype)
-        self.host, self._restore = _for_gloo(self.staged, reduce)
+        elif not read:
+            self._stage(host_empty(tensor.shape, tensor.dtype))
+
+    def load(self) -> None:
+        """Copy the tensor's values to the host if Gloo reads them (the process group overlaps this
+        with the signature check's round trip)."""
+        if self._read and self.staged is None:
+            t = self.tensor
+            self._stage(to_host(t) if t.device.type != "cpu" else t.contiguous().clone())
+
+    def _stage(self, host: torch.Tensor) -> None:
+        self.staged = host
+        self.host, self._restore = _for_gloo(host, self._reduce)
 
     def finish(self) -> None:
         """Bring Gloo's result into the tensor (once the work is done)."""
@@ -111,6 +118,9 @@ class Unpacked:
         self.outputs = outputs
         dtype = outputs[0].host.dtype if outputs else torch.uint8
         self.flat = torch.empty(sum(s.host.numel() for s in outputs), dtype=dtype)
+
+    def load(self) -> None:
+        """Nothing to read: the outputs are written only."""
 
     def finish(self) -> None:
         for s, run in zip(self.outputs, self.flat.split([s.host.numel() for s in self.outputs])):
