@@ -271,7 +271,8 @@ for dtype in DTYPES:
             t = dev(make(dtype, SHAPE, RANK), device)
             dist.broadcast(t, src=root, group=group)
             return t
-        side_by_side(f"broadcast/root{root}/{n}", "move", bcast, None if gl else (lambda dtype=dtype, root=root: make(dtype, SHAPE, root)))
+        side_by_side(f"broadcast/root{root}/{n}", "move", bcast,
+                     None if gl else (lambda dtype=dtype, root=root: make(dtype, SHAPE, root)))
 
     def ag_list(device, group, dtype=dtype):
         outs = [torch.empty(SHAPE, dtype=dtype, device=device) for _ in range(WORLD)]
@@ -291,7 +292,8 @@ for dtype in DTYPES:
         dist.all_gather_into_tensor(out, dev(make(dtype, SHAPE, RANK), device), group=group)
         return out
     # Gloo takes only the concatenated form (CUDA also the stacked one): by hand
-    side_by_side(f"all_gather_into_tensor/stacked/{n}", "move", ag_stacked, lambda dtype=dtype: torch.stack(inputs_of_all(dtype, SHAPE)))
+    side_by_side(f"all_gather_into_tensor/stacked/{n}", "move", ag_stacked,
+                 lambda dtype=dtype: torch.stack(inputs_of_all(dtype, SHAPE)))
 
     def a2a_even(device, group, dtype=dtype):
         out = torch.empty((WORLD * 2, 3), dtype=dtype, device=device)
@@ -337,7 +339,8 @@ for dtype in DTYPES:
             return outs or []
         # Gloo's gather has no complex
         side_by_side(f"gather/root{root}/{n}", "move", gather,
-                     None if gl and not dtype.is_complex else (lambda dtype=dtype, root=root: inputs_of_all(dtype, SHAPE) if RANK == root else []))
+                     None if gl and not dtype.is_complex else
+                     (lambda dtype=dtype, root=root: inputs_of_all(dtype, SHAPE) if RANK == root else []))
 
         def scatter(device, group, dtype=dtype, root=root):
             out = torch.empty(SHAPE, dtype=dtype, device=device)
