@@ -3,9 +3,10 @@
 Each check runs one function twice: on neuron tensors in the default (neuron) group, and on CPU
 copies of the same inputs in a Gloo group. Where Gloo cannot give the reference (dtypes it lacks:
 int16, uint16/32/64, float8; AVG on integers; non-contiguous views) it is computed by hand from
-every rank's inputs, which each rank can build (`make` is deterministic per rank). A check reports
-{"kind", "got", "want"}: values (bit-exact encodings) or {"error", "type"}; tests/test_distributed.py
-compares them.
+every rank's inputs, which each rank can build (`make` is deterministic per rank). A check records
+{"kind", "got", "want"}: values (bit-exact encodings) or {"error", "type", "mro"}; each section
+reports its checks as "checks/<section>" (and its seconds), and tests/test_distributed.py compares
+them.
 """
 from __future__ import annotations
 
