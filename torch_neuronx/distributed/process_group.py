@@ -14,8 +14,8 @@ import os
 import torch
 import torch.distributed as dist
 
-from .staging import Staged, gloo_op, op_name
-from .work import PROBE_SECONDS, CompletedWork, NeuronWork, ThenWork, failure_error, lost_ranks
+from .staging import Staged, Unpacked, gloo_op, op_name
+from .work import PROBE_SECONDS, CompletedWork, NeuronWork, failure_error, lost_ranks
 
 CHECKS_ENV = "TORCH_NEURONX_DIST_CHECKS"
 _SIGNATURE_BYTES = 256
@@ -85,12 +85,21 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     # -- the common path --------------------------------------------------------------------
     def _start(self, collective: str, signature: str | None, staged: list, outputs: list, launch) -> NeuronWork:
-        """Check agreement, start Gloo's work (`launch()` -> a Gloo work or a list of them)."""
+        """Read the inputs to the host while checking agreement, then start Gloo's work (`launch()`
+        -> a Gloo work or a list of them)."""
         self._seq += 1
         seq = self._seq
+        check = None
         try:
             if self._checks and signature is not None and self.size() > 1:
-                self._agree(collective, signature)
+                check = self._agree_start(collective, signature)
+        except RuntimeError as e:
+            raise self._failure(collective, seq, e) from e
+        for s in staged:  # the host copies overlap the check's round trip
+            s.load()
+        try:
+            if check is not None:
+                self._agree_finish(*check)
             works = launch()
         except (dist.DistBackendError, MismatchError, TypeError, ValueError, NotImplementedError):
             raise
@@ -103,14 +112,18 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             return CompletedWork(outputs)
         return NeuronWork(self, collective, seq, works, staged, outputs)
 
-    def _agree(self, collective: str, signature: str) -> None:
-        """Raise on every rank when the ranks did not call the same collective on the same shapes."""
+    def _agree_start(self, collective: str, signature: str):
+        """Start gathering every rank's signature: (the work, this rank's, everyone's)."""
         text = f"{collective} {signature}".encode()[: _SIGNATURE_BYTES - 2]
         mine = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
         mine[:2] = torch.tensor([len(text) >> 8, len(text) & 0xFF], dtype=torch.uint8)
         mine[2:2 + len(text)] = torch.frombuffer(bytearray(text), dtype=torch.uint8)
         everyone = torch.empty(self.size() * _SIGNATURE_BYTES, dtype=torch.uint8)
-        self._gloo._allgather_base(everyone, mine).wait()
+        return self._gloo._allgather_base(everyone, mine), mine, everyone
+
+    def _agree_finish(self, work, mine, everyone) -> None:
+        """Raise on every rank when the ranks did not call the same collective on the same shapes."""
+        work.wait()
         rows = everyone.view(self.size(), _SIGNATURE_BYTES)
         if bool((rows == mine).all()):
             return
@@ -164,15 +177,6 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
         return self._start("reduce", f"{op_name(op)} root={root} {_sig(tensors)}", staged, list(tensors), launch)
 
-    def _reduce_scatter_one(self, output, inp, op):
-        """Start one reduce-scatter of flat `inp` (size * output's elements) into `output`."""
-        staged_out = Staged(output, read=False, write=True, reduce=op, group_size=self.size())
-        staged_in = Staged(inp, read=True, write=False, reduce=op, group_size=self.size())
-        gop = gloo_op(op, inp.dtype, "reduce_scatter")
-        work = self._gloo._reduce_scatter_base(staged_out.host.view(-1), staged_in.host.view(-1),
-                                               self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
-        return [staged_out, staged_in], work
-
     def reduce_scatter_single(self, output, inp, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self.reduce_scatter_single_coalesced([output], [inp], self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
@@ -181,31 +185,49 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        staged, works = [], []
+        for o, i in zip(outputs, inputs):
+            if i.numel() != o.numel() * self.size() or o.dtype != i.dtype:
+                raise ValueError(
+                    f"reduce_scatter_tensor: the input must hold {self.size()} x the output "
+                    f"({o.numel()} {o.dtype} elements), got {i.numel()} {i.dtype}"
+                )
+        # before launching: a refused op is the caller's error, not a failed collective
+        gops = [gloo_op(op, i.dtype, "reduce_scatter") for i in inputs]
+        staged_out = self._stage(outputs, read=False, write=True, reduce=op)
+        staged_in = self._stage(inputs, read=True, write=False, reduce=op)
 
         def launch():
-            for o, i in zip(outputs, inputs):
-                s, w = self._reduce_scatter_one(o, i, op)
-                staged.extend(s)
-                works.append(w)
-            return works
+            # flat: Gloo wants the input as the outputs concatenated along dim 0, NCCL any shape
+            return [self._gloo._reduce_scatter_base(so.host.view(-1), si.host.view(-1),
+                                                    self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
+                    for so, si, gop in zip(staged_out, staged_in, gops)]
 
-        return self._start("reduce_scatter_tensor", f"{op_name(op)} {_sig(inputs)}", staged, list(outputs), launch)
+        return self._start("reduce_scatter_tensor", f"{op_name(op)} {_sig(inputs)}", staged_out + staged_in,
+                           list(outputs), launch)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
-        """Each output gets the reduction of the ranks' inputs at this rank's position."""
+        """Each output gets the reduction of the ranks' inputs at this rank's position: one Gloo
+        reduce-scatter per output, of its inputs concatenated on the host."""
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        flats = [torch.cat([t.reshape(-1) for t in inputs]) for inputs in input_lists]
-        flat_outputs = [torch.empty(o.numel(), dtype=o.dtype, device=o.device) for o in outputs]
         for o, inputs in zip(outputs, input_lists):
             for t in inputs:
                 if t.shape != o.shape or t.dtype != o.dtype:
                     raise ValueError(f"reduce_scatter: every input must have the output's shape {list(o.shape)} "
                                      f"and dtype {o.dtype}, got {list(t.shape)} {t.dtype}")
-        work = self.reduce_scatter_single_coalesced(flat_outputs, flats, self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
-        return ThenWork(work, lambda: [o.copy_(f.view(o.shape)) for o, f in zip(outputs, flat_outputs)], list(outputs))
+        gops = [gloo_op(op, o.dtype, "reduce_scatter") for o in outputs]
+        staged_out = [Staged(o, read=False, write=True, reduce=op, group_size=self.size()) for o in outputs]
+        staged_in = [[Staged(t, read=True, write=False, reduce=op, group_size=self.size()) for t in inputs]
+                     for inputs in input_lists]
+
+        def launch():
+            return [self._gloo._reduce_scatter_base(so.host.view(-1), torch.cat([s.host.reshape(-1) for s in ins]),
+                                                    self._gloo_opts(dist.ReduceScatterOptions, reduceOp=gop))
+                    for so, ins, gop in zip(staged_out, staged_in, gops)]
+
+        flat_in = [s for ins in staged_in for s in ins]
+        return self._start("reduce_scatter", f"{op_name(op)} {_sig(outputs)}", staged_out + flat_in, list(outputs), launch)
 
     # -- moves ------------------------------------------------------------------------------
     def broadcast(self, tensors, opts):
@@ -235,7 +257,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         staged_in = self._stage(inputs, read=True, write=False)
 
         def launch():
-            # flat: Gloo takes only the concatenated form, torch also the stacked one (ws, *input.shape)
+            # flat: Gloo wants the output as the inputs concatenated along dim 0, NCCL any shape
             return [self._gloo._allgather_base(so.host.view(-1), si.host.view(-1)) for so, si in zip(staged_out, staged_in)]
 
         return self._start("all_gather_into_tensor", _sig(inputs), staged_out + staged_in, list(outputs), launch)
@@ -250,7 +272,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             return self._gloo.allgather([[s.host for s in outs] for outs in staged_out], [s.host for s in staged_in])
 
         flat = [s for outs in staged_out for s in outs]
-        return self._start("all_gather", _sig(inputs), flat + staged_in, list(output_lists), launch)
+        # the work's result is the output tensors in one list, as Gloo's
+        return self._start("all_gather", _sig(inputs), flat + staged_in, [s.tensor for s in flat], launch)
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         staged_in = self._stage(inputs, read=True, write=False)
@@ -263,7 +286,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     for i in range(n)]
 
         flat = [s for outs in staged_out for s in outs]
-        return self._start("all_gather_coalesced", _sig(inputs), flat + staged_in, list(output_lists), launch)
+        return self._start("all_gather_coalesced", _sig(inputs), flat + staged_in, [s.tensor for s in flat], launch)
 
     def gather(self, output_lists, inputs, opts):
         root = opts.rootRank
@@ -275,7 +298,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                                      self._gloo_opts(dist.GatherOptions, rootRank=root))
 
         flat = [s for outs in staged_out for s in outs]
-        return self._start("gather", f"root={root} {_sig(inputs)}", flat + staged_in, list(output_lists), launch)
+        return self._start("gather", f"root={root} {_sig(inputs)}", flat + staged_in, [s.tensor for s in flat], launch)
 
     def scatter(self, outputs, input_lists, opts):
         root = opts.rootRank
@@ -330,14 +353,18 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             )
 
     def alltoall(self, outputs, inputs, opts=None):
-        staged_out = self._stage(outputs, read=False, write=True)
+        """One flat all_to_all_single split by element counts: Gloo's list all_to_all takes only
+        tensors of one shape, NCCL's any."""
+        staged_out = Unpacked(self._stage(outputs, read=False, write=True))
         staged_in = self._stage(inputs, read=True, write=False)
 
         def launch():
-            return self._gloo.alltoall([s.host for s in staged_out], [s.host for s in staged_in], dist.AllToAllOptions())
+            flat_in = torch.cat([s.host.reshape(-1) for s in staged_in])
+            return self._gloo.alltoall_base(staged_out.flat, flat_in, [s.host.numel() for s in staged_out.outputs],
+                                            [s.host.numel() for s in staged_in], dist.AllToAllOptions())
 
         dtypes = ",".join(sorted({str(t.dtype) for t in inputs}))
-        return self._start("all_to_all", dtypes, staged_out + staged_in, list(outputs), launch)
+        return self._start("all_to_all", dtypes, [staged_out, *staged_in], list(outputs), launch)
 
     # -- point to point and barrier ------------------------------------------------------------
     def send(self, tensors, dst: int, tag: int = 0):

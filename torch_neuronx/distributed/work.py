@@ -67,6 +67,9 @@ class NeuronWork(Work):
     def source_rank(self) -> int:
         return self._works[0].source_rank()
 
+    # dist.recv(src=None) asks `_source_rank`, whose binding calls C++ Work's (which raises), not ours
+    _source_rank = source_rank
+
     def result(self) -> list:
         return self._outputs
 
@@ -109,49 +112,6 @@ class CompletedWork(Work):
         fut = torch.futures.Future()
         fut.set_result(self._outputs)
         return fut
-
-
-class ThenWork(Work):
-    """A work that runs `then()` once `inner` is done (reduce_scatter's copy out of flat buffers)."""
-
-    def __init__(self, inner: Work, then, outputs: list):
-        super().__init__()
-        self._inner = inner
-        self._then = then
-        self._outputs = outputs
-        self._lock = threading.Lock()
-        self._done = False
-
-    def _run_then(self) -> None:
-        with self._lock:
-            if not self._done:
-                self._then()
-                self._done = True
-
-    def wait(self, timeout=None) -> bool:
-        self._inner.wait(timeout)
-        self._run_then()
-        return True
-
-    def is_completed(self) -> bool:
-        return self._inner.is_completed()
-
-    def is_success(self) -> bool:
-        return self._inner.is_success()
-
-    def exception(self):
-        return self._inner.exception()
-
-    def result(self) -> list:
-        return self._outputs
-
-    def get_future(self) -> torch.futures.Future:
-        def done(fut):
-            fut.value()
-            self._run_then()
-            return self._outputs
-
-        return self._inner.get_future().then(done)
 
 
 def lost_ranks(store, group_rank: int, size: int, seq: int, window: float) -> list[int] | None:

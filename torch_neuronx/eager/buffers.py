@@ -39,8 +39,18 @@ def device_array(t: torch.Tensor):
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous CPU copy of a neuron tensor (waits for the device)."""
-    return transfer.numpy_to_torch(transfer.to_host(device_array(t))).reshape(t.shape)
+    """A contiguous CPU copy of a neuron tensor (waits for the device). A whole storage's buffer is
+    read as it is and shaped, or reinterpreted (a dtype view such as view_as_real), on the host: no
+    launch, where a jax reshape or bitcast is a dispatch and a compile per new shape."""
+    if t.numel() == 0:
+        return torch.empty(t.shape, dtype=t.dtype)
+    storage.sync()
+    key = storage.whole_storage_key(t)
+    buf = storage.BUFFERS.get(key) if key else None
+    if buf is None or buf.nbytes != t.numel() * t.element_size():
+        buf = device_flat(t)
+    host = transfer.to_host(buf)
+    return transfer.numpy_to_torch(host.view(transfer.to_numpy_dtype(t.dtype))).reshape(t.shape)
 
 
 def copy_into(dst: torch.Tensor, arr) -> None:
