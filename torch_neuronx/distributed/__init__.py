@@ -6,8 +6,6 @@ DTensor and the functional collectives reach it through c10d like any other back
 """
 from __future__ import annotations
 
-import torch
-
 BACKEND = "neuron"
 
 
