@@ -9,6 +9,11 @@ off (TORCH_NEURONX_DIST_CHECKS=0), and on CPU tensors in a Gloo group. The three
 within each round, so load from elsewhere falls on all alike. A neuron time runs until the result
 is on the device (torch.neuron.synchronize). Each rank times its own calls; the table shows the
 slower rank's median. Target: neuron at most 1.3x Gloo at 64 MB.
+
+Then the small FLUX.2 transformer's forward (benchmarks/flux_small.py): on one rank alone (the other
+waits), and tensor-parallel over both ranks (diffusers' TensorParallelConfig on a neuron mesh: one
+all-reduce per rowwise layer), eager and compiled (backend="neuron", fullgraph), with the largest
+difference between the two outputs.
 """
 from __future__ import annotations
 
@@ -28,7 +33,13 @@ def _args(argv=None):
     parser.add_argument("--iters", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--sizes-mb", default="1,4,16,64")
-    return parser.parse_args(argv)
+    parser.add_argument("--blocks", type=int, nargs=2, default=(2, 4), metavar=("DOUBLE", "SINGLE"),
+                        help="the FLUX.2 transformer's double- and single-stream blocks")
+    parser.add_argument("--tokens", type=int, nargs=2, default=(256, 32), metavar=("IMAGE", "TEXT"))
+    args = parser.parse_args(argv)
+    args.double, args.single = args.blocks
+    args.image_tokens, args.text_tokens = args.tokens
+    return args
 
 
 def launch(argv) -> int:
@@ -84,8 +95,75 @@ def worker(args) -> None:
     dist.all_gather_object(everyone, rows, group=gloo)
     if rank == 0:
         _print_table(everyone, args)
-    # ---- the FLUX transformer part goes here: this script ends after the all_reduce table ----
+    _transformer(args, gloo)
     dist.destroy_process_group()
+
+
+def _median_ms(fn, warmup: int, iters: int) -> float:
+    import torch
+
+    def once():
+        start = time.perf_counter()
+        with torch.no_grad():
+            fn().cpu()  # waits for the device
+        return time.perf_counter() - start
+
+    for _ in range(warmup):
+        once()
+    return statistics.median(once() for _ in range(iters)) * 1e3
+
+
+def _transformer(args, gloo) -> None:
+    """The small FLUX.2 transformer forward: on one rank alone (the other waits), then tensor-parallel
+    over both (diffusers' TensorParallelConfig on a neuron mesh), eager and compiled."""
+    import copy
+
+    import torch
+    import torch.distributed as dist
+    from diffusers import TensorParallelConfig
+    from torch.distributed.device_mesh import init_device_mesh
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from flux_small import build, inputs
+
+    rank = dist.get_rank()
+    model = build(args.double, args.single)
+    x = inputs(args.image_tokens, args.text_tokens)
+    on_device = {k: v.to("neuron") if isinstance(v, torch.Tensor) else v for k, v in x.items()}
+    reps = dict(warmup=2, iters=args.iters)
+    single = {}
+    if rank == 0:  # one rank, the machine to itself
+        with torch.no_grad():
+            single["cpu_ms"] = _median_ms(lambda: model(**x)[0], **reps)
+        one = copy.deepcopy(model).to("neuron")
+        single["eager"] = _median_ms(lambda: one(**on_device)[0], **reps)
+        with torch.no_grad():
+            single["out"] = one(**on_device)[0].cpu()
+        one.compile(backend="neuron", fullgraph=True, dynamic=False)
+        single["compiled"] = _median_ms(lambda: one(**on_device)[0], **reps)
+    dist.barrier(group=gloo)
+    tp = copy.deepcopy(model)
+    tp.enable_parallelism(config=TensorParallelConfig(mesh=init_device_mesh("neuron", (dist.get_world_size(),))))
+    tp.to("neuron")
+    two = {"eager": _median_ms(lambda: tp(**on_device)[0], **reps)}
+    with torch.no_grad():
+        out = tp(**on_device)[0].cpu()
+    tp.compile(backend="neuron", fullgraph=True, dynamic=False)
+    two["compiled"] = _median_ms(lambda: tp(**on_device)[0], **reps)
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, two, group=gloo)
+    if rank == 0:
+        diff = float((out - single["out"]).abs().max())
+        print()
+        print(f"FLUX.2 transformer forward ({args.double} double + {args.single} single blocks, {args.image_tokens} "
+              f"image + {args.text_tokens} text tokens, float32), median of {args.iters}, the slower rank's; "
+              f"torch CPU eager alone: {single['cpu_ms']:.1f} ms (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})")
+        print(f"{'mode':>9} | {'1 rank':>9} | {'2 ranks (TP)':>12} | {'2 / 1':>6}")
+        print("-" * 46)
+        for mode in ("eager", "compiled"):
+            t2 = max(r[mode] for r in everyone)
+            print(f"{mode:>9} | {single[mode]:>6.1f} ms | {t2:>9.1f} ms | {t2 / single[mode]:>5.2f}x")
+        print(f"max |TP output - one rank's output|: {diff:.2e}")
 
 
 def _print_table(per_rank, args) -> None:

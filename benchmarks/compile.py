@@ -28,30 +28,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from test_models import _to  # noqa: E402
 
-
-def build(double, single):
-    from diffusers import Flux2Transformer2DModel
-
-    torch.manual_seed(0)
-    return Flux2Transformer2DModel(
-        patch_size=1, in_channels=32, num_layers=double, num_single_layers=single, attention_head_dim=64,
-        num_attention_heads=4, joint_attention_dim=128, timestep_guidance_channels=64,
-        axes_dims_rope=(16, 16, 16, 16),
-    ).eval()
-
-
-def inputs(n, t):
-    g = torch.Generator().manual_seed(1)
-    side = int(n ** 0.5)
-    img_ids = torch.zeros(n, 4)
-    img_ids[:, 1], img_ids[:, 2] = torch.arange(n) // side, torch.arange(n) % side
-    txt_ids = torch.zeros(t, 4)
-    txt_ids[:, 3] = torch.arange(t)
-    return dict(
-        hidden_states=torch.randn(1, n, 32, generator=g), encoder_hidden_states=torch.randn(1, t, 128, generator=g),
-        timestep=torch.tensor([0.5]), guidance=torch.tensor([3.5]), img_ids=img_ids, txt_ids=txt_ids,
-        return_dict=False,
-    )
+sys.path.insert(0, os.path.dirname(__file__))
+from flux_small import build, inputs  # noqa: E402
 
 
 def timed(fn):

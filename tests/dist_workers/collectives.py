@@ -448,14 +448,19 @@ check("coalescing_manager/all_reduce_avg/bfloat16", "reduce",
                hand_reduce("AVG", [make(torch.bfloat16, (5,), r, salt=1) for r in range(WORLD)])])
 
 
+def coalesced(collective, outs, ins, group):
+    """`collective(out, in)` for each pair inside one _coalescing_manager; waits; the outputs."""
+    with dist._coalescing_manager(group=group, async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            collective(o, i, group=group)
+    cm.wait()
+    return outs
+
+
 def cm_all_gather(device, group):
     ins = coalesced_inputs(device)
     outs = [torch.empty((WORLD * t.shape[0], *t.shape[1:]), dtype=t.dtype, device=device) for t in ins]
-    with dist._coalescing_manager(group=group, async_ops=True) as cm:
-        for o, i in zip(outs, ins):
-            dist.all_gather_into_tensor(o, i, group=group)
-    cm.wait()
-    return outs
+    return coalesced(dist.all_gather_into_tensor, outs, ins, group)
 
 
 def cm_all_gather_hand():
@@ -470,11 +475,7 @@ side_by_side("coalescing_manager/all_gather_into_tensor/float32", "move", cm_all
 def cm_reduce_scatter(device, group):
     ins = [dev(make(torch.float32, (WORLD * 2, 3), RANK), device), dev(make(torch.float32, (WORLD * 3,), RANK, salt=1), device)]
     outs = [torch.empty((t.shape[0] // WORLD, *t.shape[1:]), device=device) for t in ins]
-    with dist._coalescing_manager(group=group, async_ops=True) as cm:
-        for o, i in zip(outs, ins):
-            dist.reduce_scatter_tensor(o, i, group=group)
-    cm.wait()
-    return outs
+    return coalesced(dist.reduce_scatter_tensor, outs, ins, group)
 
 
 def cm_reduce_scatter_hand():
