@@ -90,21 +90,20 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._seq += 1
         seq = self._seq
         check = None
-        try:
-            if self._checks and signature is not None and self.size() > 1:
-                check = self._agree_start(collective, signature)
-        except RuntimeError as e:
-            raise self._failure(collective, seq, e) from e
+        if self._checks and signature is not None and self.size() > 1:
+            check = self._agree_start(collective, signature)
         for s in staged:  # the host copies overlap the check's round trip
             s.load()
-        try:
-            if check is not None:
+        if check is not None:
+            try:
                 self._agree_finish(*check)
-            works = launch()
-        except (dist.DistBackendError, MismatchError, TypeError, ValueError, NotImplementedError):
-            raise
-        except RuntimeError as e:
-            raise self._failure(collective, seq, e) from e
+            except MismatchError:
+                raise
+            except RuntimeError as e:  # the round trip failed: say which ranks are gone
+                raise self._failure(collective, seq, e) from e
+        # Gloo checks its arguments as it enqueues (its errors pass as they are) and talks to the
+        # other ranks later, in the work: NeuronWork.wait names lost ranks
+        works = launch()
         works = works if isinstance(works, list) else [works]
         if not works:
             for s in staged:
