@@ -152,15 +152,24 @@ _modes = {"tests": 0, "calls": {"eager": 0, "compiled": 0}, "device": {"eager": 
           "skipped": []}
 
 
+_HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lowering_harness.py")
+
+
 @functools.cache
 def _check_lowering_users(path: str) -> frozenset:
     """The names of the module's top-level functions (and assignments) that call check_lowering:
-    directly, or through another top-level function or fixture of the module (by name)."""
+    directly, or through another top-level function or fixture of the module (by name), or through a
+    name imported from lowering_harness that is itself such a user there (e.g. its `chk`)."""
     with open(path) as f:
         tree = ast.parse(f.read())
     refs = {}
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, ast.ImportFrom) and node.module == "lowering_harness" and path != _HARNESS:
+            harness = _check_lowering_users(_HARNESS)
+            for alias in node.names:
+                if alias.name == "check_lowering" or alias.name in harness:
+                    refs[alias.asname or alias.name] = {"check_lowering"}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = {a.arg for a in node.args.args + node.args.kwonlyargs}  # fixtures it requests
             names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
             names.update(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute))

@@ -175,6 +175,31 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
                                        metas, (atol, rtol, family), _call_site(), known_bug(mode, op, args, kwargs)))
 
 
+# ---- the short helpers the tests/test_lowerings_*.py files share (conftest's lowering_mode detection
+# counts a test that calls `chk` as a check_lowering user: chk calls check_lowering)
+
+def chk(op, *args, **kwargs):
+    """check_lowering by the tests' short name (torch's default tolerances unless atol/rtol or a family is given)."""
+    check_lowering(op, *args, **kwargs)
+
+
+def randn(*shape, dtype=torch.float32):
+    """torch.randn(*shape) (the global generator) cast to dtype."""
+    return torch.randn(*shape).to(dtype)
+
+
+def randint(*shape, dtype=torch.int64, high=10):
+    """Integers in [-high, high) of this shape (the global generator), cast to dtype."""
+    return torch.randint(-high, high, shape).to(dtype)
+
+
+def dev(fn, *args, must_run, **kwargs):
+    """device_harness.check_device, with must_run one op name or a list of them."""
+    from device_harness import check_device  # here, not at the top: device_harness imports this module
+
+    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
+
+
 def _flat_outputs(expected):
     return list(expected) if isinstance(expected, (tuple, list)) else [expected]
 
