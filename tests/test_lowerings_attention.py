@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from lowering_harness import run_lowering, tolerance  # noqa: E402
+from lowering_harness import randn, run_lowering, tolerance  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
@@ -41,10 +41,6 @@ SDPA_CASES = [
     (1, 2, 2, 3, 6, 8, 8, None, True, None),  # causal, L < S
     (None, 2, 2, 5, 5, 4, 4, None, False, None),  # 3-d inputs
 ]
-
-
-def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape).to(dtype)
 
 
 def _sdpa_inputs(case, dtype=torch.float32):

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, run_lowering  # noqa: E402
+from lowering_harness import check_lowering, chk, dev, run_lowering  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
@@ -56,16 +56,6 @@ def randint(*shape, lo=-20, hi=20, dtype=torch.int32, seed=0):
 UNARY_POSITIVE = ["sqrt", "rsqrt", "log", "log2", "log10", "log1p"]
 UNARY_UNIT = ["asin", "acos", "atanh", "erfinv"]
 NO_LOW_PRECISION = {aten.special_erfcx.default, aten.special_ndtri.default, aten.special_log_ndtr.default}
-
-
-def chk(op, *args, **kwargs):
-    """check_lowering: torch's default tolerances for the result's dtype unless given (the measured
-    errors of these ops, float32 and bfloat16, are within them: tests/tolerances.py)."""
-    check_lowering(op, *args, **kwargs)
-
-
-def dev(fn, *args, must_run, **kwargs):
-    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
 
 
 NO_LOW_PRECISION_NAMES = {str(op) for op in NO_LOW_PRECISION}

@@ -13,20 +13,10 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, run_lowering, tolerance  # noqa: E402
+from lowering_harness import check_lowering, chk, randn, run_lowering, tolerance  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
-
-
-def chk(op, *args, **kwargs):
-    """check_lowering: torch's default tolerances for the result's dtype (bfloat16 too: both sides
-    compute in float32 and round once), unless a family of tests/tolerances.py is given."""
-    check_lowering(op, *args, **kwargs)
-
-
-def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape).to(dtype)
 
 
 def compare_outputs(expected, got, family=None, **tol):

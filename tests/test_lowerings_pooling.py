@@ -13,16 +13,12 @@ import torch.nn.functional as F  # noqa: E402
 
 import torch_neuronx  # noqa: E402
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering  # noqa: E402
+from lowering_harness import check_lowering, randn  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
 F32, BF = torch.float32, torch.bfloat16
-
-
-def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape).to(dtype)
 
 
 MAXPOOLS = [  # kernel, stride, padding, dilation, ceil_mode

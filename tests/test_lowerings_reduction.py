@@ -13,28 +13,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, run_lowering  # noqa: E402
+from lowering_harness import check_lowering, chk, dev, randint, randn, run_lowering  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
-
-
-def chk(op, *args, **kwargs):
-    """check_lowering: torch's default tolerances for the result's dtype (bfloat16 too: both sides
-    compute in float32 and round once), unless a family of tests/tolerances.py is given."""
-    check_lowering(op, *args, **kwargs)
-
-
-def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape).to(dtype)
-
-
-def randint(*shape, dtype=torch.int64, high=10):
-    return torch.randint(-high, high, shape).to(dtype)
-
-
-def dev(fn, *args, must_run, **kwargs):
-    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, run_lowering  # noqa: E402
+from lowering_harness import check_lowering, chk, dev, run_lowering  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
@@ -57,17 +57,7 @@ POLYGAMMA_X = torch.cat([rand(20, lo=0.05, hi=6.0), rand(10, lo=-10.0, hi=0.0, s
                                        1e-30, 10.0, 9.0, 3e7, -3e7, 1e30, float("inf"), -float("inf"), float("nan")])])
 
 
-def chk(op, *args, **kwargs):
-    """check_lowering: torch's default tolerances for the result's dtype unless given (the measured
-    errors of these ops, float32 and bfloat16, are within them: tests/tolerances.py)."""
-    check_lowering(op, *args, **kwargs)
-
-
 NO_LOW_PRECISION_NAMES = {str(op) for op in NO_LOW_PRECISION}
-
-
-def dev(fn, *args, must_run, **kwargs):
-    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
 
 
 CEPHES_X = torch.cat([randn(24, scale=6.0, seed=3), SPECIAL,

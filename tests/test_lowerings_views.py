@@ -11,20 +11,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, run_lowering  # noqa: E402
+from lowering_harness import chk, dev, run_lowering  # noqa: E402
 
 aten = torch.ops.aten
-
-
-def chk(op, *args, **kwargs):
-    """check_lowering: torch's default tolerances for the result's dtype unless given (the measured
-    errors of these ops, float32 and bfloat16, are within them: tests/tolerances.py)."""
-    check_lowering(op, *args, **kwargs)
-
-
-def dev(fn, *args, must_run, **kwargs):
-    return check_device(fn, *args, must_run=[must_run] if isinstance(must_run, str) else must_run, **kwargs)
 
 
 def test_views_basic():
