@@ -3,8 +3,8 @@ decompositions for what the lowering table lacks) -> one GraphProgram per forwar
 one XLA executable per graph and input signature (a graph that calls collectives: one per segment
 between them, `split.py`). No Inductor.
 
-Shapes are static. `dynamic=True` or a dimension marked dynamic is refused with an error that says
-how to fix the call. When Dynamo makes shapes symbolic on its own (the default `dynamic=None`, after
+Shapes are static. `dynamic=True` (even for a graph Dynamo kept no symbol in) or a dimension marked
+dynamic is refused with an error that says how to fix the call. When Dynamo makes shapes symbolic on its own (the default `dynamic=None`, after
 an input's shape changed), the graph is specialized at run time instead: each concrete shape
 compiles once and is reused afterwards, as with `dynamic=False`.
 """
@@ -52,8 +52,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         warnings.warn(f"torch.compile(backend='neuron'): arguments {sorted(kwargs)} are ignored")
     name = f"{_model_name or 'graph'}_{next(_counter)}"
     reason = _dynamo_recompile_reason()
+    _refuse_dynamic(gm)  # also when Dynamo kept no symbol (parameters only, sizes 0 and 1)
     if _has_symbolic_inputs(example_inputs):
-        _refuse_dynamic(gm)
         return _PerShape(gm, name, reason)
     return _aot(gm, example_inputs, name, reason)
 
@@ -171,6 +171,12 @@ def _is_concrete(s) -> bool:
 
 
 def _refuse_dynamic(gm):
+    """Refuse a graph compiled for dynamic shapes. `torch.compile(..., dynamic=True)` reaches a backend
+    only as Dynamo's config while the frame is traced: torch._dynamo.optimize(dynamic=True) patches
+    `assume_static_by_default=False` around every call of the compiled function (dynamic=False patches
+    it True, the default None leaves it True), so the request is seen whether or not the graph kept a
+    symbol. Setting `torch._dynamo.config.assume_static_by_default = False` by hand is the same request
+    and is refused the same way."""
     import torch._dynamo.config as dynamo_config
 
     explicit = not dynamo_config.assume_static_by_default
