@@ -30,14 +30,18 @@ _registering = False
 def _register_backend(registry) -> None:
     """Left to its entry point, the backend is loaded on the first torch.compile(backend="neuron"),
     and that lazy load races: two threads compiling at once both register it and the second fails
-    with "duplicate name: neuron". Registered as the registry is imported, it is never lazy."""
+    with "duplicate name: neuron". Registered as the registry is imported, it is never lazy. Then
+    torch.compile's default backend becomes `compile.default.neuron_or_inductor` (neuron graphs to
+    `neuron`, the others to Inductor), unless the user set another default."""
     global _registering
-    if _registering or "neuron" in registry._COMPILER_FNS:
+    if _registering:
         return
     _registering = True  # importing .compile calls install() again
-    from .compile import neuron_backend
+    from .compile import default, neuron_backend
 
-    registry.register_backend(compiler_fn=neuron_backend, name="neuron")
+    if "neuron" not in registry._COMPILER_FNS:
+        registry.register_backend(compiler_fn=neuron_backend, name="neuron")
+    default.install()
 
 
 # module -> (hook, a name the module defines once it has finished importing)
