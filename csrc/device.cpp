@@ -15,8 +15,19 @@ namespace {
 std::atomic<int> g_device_count{0};
 // Like CUDA, every thread starts on device 0.
 thread_local c10::DeviceIndex t_current_device = 0;
+std::atomic<SynchronizeHook> g_synchronize_hook{nullptr};
+
+void synchronize(c10::DeviceIndex index) {
+  if (SynchronizeHook hook = g_synchronize_hook.load()) {
+    hook(index);
+  }
+}
 
 } // namespace
+
+void set_synchronize_hook(SynchronizeHook hook) {
+  g_synchronize_hook.store(hook);
+}
 
 int device_count() noexcept {
   return g_device_count.load(std::memory_order_relaxed);
@@ -141,7 +152,10 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return true;
   }
 
-  void synchronizeEvent(void* /*event*/) const override {}
+  // One stream per device: an event, a stream and the device are done together.
+  void synchronizeEvent(void* /*event*/) const override {
+    synchronize(current_device());
+  }
 
   void destroyEvent(void* /*event*/, const c10::DeviceIndex) const noexcept
       override {}
@@ -150,10 +164,13 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return true;
   }
 
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
+  void synchronizeStream(const c10::Stream& stream) const override {
+    synchronize(stream.device_index());
+  }
 
-  void synchronizeDevice(const c10::DeviceIndex /*device_index*/)
-      const override {}
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    synchronize(device_index >= 0 ? device_index : current_device());
+  }
 
  private:
   static c10::Stream default_stream(c10::Device d) {

@@ -68,6 +68,16 @@ py::object default_generator_object(int64_t index) {
   return py::reinterpret_borrow<py::object>(slot);
 }
 
+// The Python function the guard's synchronize calls (runtime.storage.synchronize).
+py::object* g_synchronize = nullptr;
+
+void synchronize_from_guard(c10::DeviceIndex index) {
+  py::gil_scoped_acquire gil;
+  if (g_synchronize != nullptr) {
+    (*g_synchronize)(static_cast<int>(index));
+  }
+}
+
 } // namespace
 } // namespace torch_neuronx
 
@@ -116,6 +126,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       [](int n) { set_device_count(n); },
       py::arg("n"));
   m.def("_device_count", [] { return device_count(); });
+  m.def(
+      "_set_synchronize",
+      [](py::object fn) {
+        // kept for the life of the process: the guard may call it from any thread
+        delete g_synchronize;
+        g_synchronize = new py::object(std::move(fn));
+        set_synchronize_hook(&synchronize_from_guard);
+      },
+      py::arg("fn"),
+      "The function the device guard calls to synchronize a device (index -> None).");
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def(
       "_set_device",

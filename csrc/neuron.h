@@ -29,6 +29,11 @@ c10::DeviceIndex current_device() noexcept;
 void set_current_device(c10::DeviceIndex index); // validates
 // Sets the current device and returns the previous one; -1 means "keep".
 c10::DeviceIndex exchange_device(c10::DeviceIndex index);
+// What the guard's synchronize calls (torch.accelerator.synchronize, Stream/Event
+// synchronize): waits for the device's buffers. Set by Python (runtime/storage.py);
+// until then synchronizing has nothing to wait for.
+using SynchronizeHook = void (*)(c10::DeviceIndex index);
+void set_synchronize_hook(SynchronizeHook hook);
 
 // ---- allocator and storage events (allocator.cpp) -------------------------
 enum EventKind : int { kFree = 0, kMove = 1 };

@@ -3,8 +3,8 @@
 What the shim cannot answer yet is marked xfail(strict) with the C++ piece it lacks: the memory
 functions (the allocator is not a c10 DeviceAllocator), the device capability (the guard does not
 override getDeviceCapability) and empty_host_cache (no host allocator is registered for PrivateUse1:
-once the device was used, the call crashes the process). torch.accelerator.synchronize() returns
-without waiting (the guard's synchronizeDevice is empty); torch.neuron.synchronize() waits."""
+once the device was used, the call crashes the process). torch.accelerator.synchronize() waits for
+the device as torch.neuron.synchronize() does (the guard calls back into runtime.storage)."""
 import os
 import subprocess
 import sys
@@ -62,6 +62,19 @@ def test_synchronize_returns_and_results_match_the_cpu():
     torch.accelerator.synchronize(1)
     torch.accelerator.synchronize("neuron:0")
     torch.testing.assert_close(y.cpu(), x @ x)
+
+
+def test_synchronize_waits_for_the_devices_work():
+    """After torch.accelerator.synchronize() every buffer of the device is computed (the work is
+    queued big enough that it cannot all be done by the time the call is made)."""
+    from torch_neuronx.runtime import storage
+
+    a = torch.randn(1024, 1024, device="neuron")
+    outs = [a @ a for _ in range(8)]
+    torch.accelerator.synchronize()
+    storage.sync()
+    assert all(b.is_ready() for b in storage.BUFFERS.values())
+    torch.testing.assert_close(outs[-1].cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-3)
 
 
 def test_the_only_stream_is_each_devices_default_stream():

@@ -36,8 +36,9 @@ def _register() -> None:
         torch._register_device_module("neuron", _device_module)
     try:
         from . import _C  # the C++ shim: allocator, views, guard, hooks, generators
-        from .runtime import config
+        from .runtime import config, storage
 
+        _C._set_synchronize(storage.synchronize)  # what torch.accelerator.synchronize() waits on
         if config.platform() == "cpu":
             _C._set_device_count(config.cpu_device_count())
         else:
