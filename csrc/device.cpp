@@ -1,6 +1,7 @@
 // Device count, thread-local current device and the PrivateUse1 device guard.
 #include "neuron.h"
 
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -166,6 +167,19 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& stream) const override {
     synchronize(stream.device_index());
+  }
+
+  // The dtypes a neuron tensor can hold: runtime/dtypes.py's TORCH_TO_NUMPY (a test keeps the two equal).
+  c10::DeviceCapability getDeviceCapability(c10::Device /*device*/) const override {
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    auto& t = cap.capability_data.supported_scalar_types;
+    t.has_Byte = t.has_Char = t.has_Short = t.has_Int = t.has_Long = 1;
+    t.has_UInt16 = t.has_UInt32 = t.has_UInt64 = t.has_Bool = 1;
+    t.has_Half = t.has_Float = t.has_Double = t.has_BFloat16 = 1;
+    t.has_Float8_e5m2 = t.has_Float8_e4m3fn = 1;
+    t.has_ComplexFloat = t.has_ComplexDouble = 1;
+    return cap;
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {

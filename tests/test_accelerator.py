@@ -1,8 +1,7 @@
 """torch.accelerator answers for neuron through the shim's PrivateUse1 hooks and device guard.
 
 What the shim cannot answer yet is marked xfail(strict) with the C++ piece it lacks: the memory
-functions (the allocator is not a c10 DeviceAllocator), the device capability (the guard does not
-override getDeviceCapability) and empty_host_cache (no host allocator is registered for PrivateUse1:
+functions (the allocator is not a c10 DeviceAllocator) and empty_host_cache (no host allocator is registered for PrivateUse1:
 once the device was used, the call crashes the process). torch.accelerator.synchronize() waits for
 the device as torch.neuron.synchronize() does (the guard calls back into runtime.storage)."""
 import os
@@ -107,10 +106,11 @@ def test_empty_cache():
     torch.accelerator.empty_cache()
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="the device guard does not override getDeviceCapability (csrc/device.cpp)")
-def test_get_device_capability():
-    assert isinstance(torch.accelerator.get_device_capability(), dict)
+def test_device_capability_is_the_dtypes_the_device_carries():
+    from torch_neuronx.runtime.dtypes import TORCH_TO_NUMPY
+
+    for device in (None, "neuron:1"):
+        assert torch.accelerator.get_device_capability(device)["supported_dtypes"] == set(TORCH_TO_NUMPY)
 
 
 @pytest.mark.xfail(strict=True, reason="the shim registers no at::HostAllocator for PrivateUse1; once the "
