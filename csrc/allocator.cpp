@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <utility>
+
+#include <pthread.h>
 
 namespace torch_neuronx {
 namespace {
@@ -39,6 +42,18 @@ DeviceCounters g_counters[kMaxDevices];
 std::mutex g_queue_mutex;
 std::vector<StorageEvent> g_queue;
 std::atomic<size_t> g_pending{0};
+
+// A fork copies the queue's mutex as it is: held by another thread at that
+// moment, it would stay held in the child forever (and the child's first free
+// would hang). Fork takes it, so both sides get it unlocked and consistent.
+const int g_fork_handlers_registered = pthread_atfork(
+    [] { g_queue_mutex.lock(); },
+    [] { g_queue_mutex.unlock(); },
+    [] { g_queue_mutex.unlock(); });
+
+// Set (once, single-threaded, in a forked child) by refuse_allocations.
+bool g_refuse = false;
+std::string g_refuse_message;
 
 void push_event(const StorageEvent& ev) {
   std::lock_guard<std::mutex> lock(g_queue_mutex);
@@ -96,6 +111,7 @@ c10::Allocator* neuron_allocator() {
 }
 
 c10::DataPtr allocate_on(size_t nbytes, c10::DeviceIndex device) {
+  TORCH_CHECK(!g_refuse, g_refuse_message);
   const c10::Device dev(kNeuron, device);
   if (nbytes == 0) {
     // Empty storages get no identity (key 0) and therefore no events.
@@ -159,6 +175,11 @@ std::vector<StorageEvent> drain_events() {
   out.swap(g_queue);
   g_pending.store(0, std::memory_order_release);
   return out;
+}
+
+void refuse_allocations(std::string message) {
+  g_refuse_message = std::move(message);
+  g_refuse = true;
 }
 
 size_t pending_events() noexcept {

@@ -98,6 +98,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "Return and clear queued storage events, oldest first: list of "
       "(kind, key, new_key, nbytes, device); kind is EVENT_FREE or EVENT_MOVE.");
   m.def(
+      "_refuse_allocations",
+      [](std::string message) { refuse_allocations(std::move(message)); },
+      "From now on every new neuron storage raises RuntimeError(message) "
+      "(called in a child forked after the device runtime started).");
+  m.def(
       "_pending_events",
       [] { return pending_events(); },
       "Number of queued storage events (atomic read, no lock).");

@@ -58,6 +58,9 @@ void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 
 std::vector<StorageEvent> drain_events();
 size_t pending_events() noexcept;
+// In a process forked after the device runtime started, every new storage
+// throws `message` (a RuntimeError in Python) instead of getting a key.
+void refuse_allocations(std::string message);
 
 struct MemoryStats {
   int64_t allocated_bytes_current;

@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from ..ops.decompositions import decomposition_table
+from ..runtime import devices
 from . import shortcut
 from .errors import NEFFCompilationError
 from .split import program_for
@@ -42,6 +43,7 @@ class StaticShapesRequired(NEFFCompilationError):
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """TorchDynamo backend: compile `gm` for the neuron device."""
+    devices.check_not_forked()  # compiling starts jax work the fork's missing threads would run
     mode = kwargs.pop("mode", None)
     if mode not in (None, "default"):
         warnings.warn(f"torch.compile(backend='neuron'): mode={mode!r} is ignored (the neuron backend has one mode)")

@@ -165,6 +165,7 @@ class GraphProgram:
     # Calling
 
     def __call__(self, *args):
+        devices.check_not_forked()  # a cached executable reaches the device without asking `devices`
         storage.sync()
         device = self._device(args)
         inputs = _CallInputs(self, args, device)

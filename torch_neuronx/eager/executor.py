@@ -207,6 +207,8 @@ def call_key(op, args: tuple, kwargs: dict) -> tuple:
 
 
 def run(spec: OpSpec, args: tuple, kwargs: dict):
+    if devices.forked_after_start:  # a cached entry reaches the device without asking `devices`
+        raise devices.bad_fork_error()
     if _pending_events() or storage.applying:
         storage.sync()
     call, buffers, key = _describe(spec, args, kwargs)

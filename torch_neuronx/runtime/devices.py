@@ -2,7 +2,9 @@
 places arrays on one (`put`) or makes one the default (`on_device`)."""
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 import threading
 
 from . import lazy_jax
@@ -10,12 +12,52 @@ from . import config
 
 _lock = threading.Lock()
 _devices: list | None = None
-_forked_after_start = False  # this process is a fork of one whose device runtime had started
+# This process is a fork of one whose device runtime had started: jax's state came along, its threads
+# did not, so the first device call would wait forever. Every entry to the device tests this flag
+# (`check_not_forked`; the executor's hot path tests it inline) and raises instead.
+forked_after_start = False
 
 
 def _mark_forked_child() -> None:
-    global _forked_after_start
-    _forked_after_start = True
+    global forked_after_start
+    forked_after_start = True
+    from .. import _C
+
+    _C._refuse_allocations(str(bad_fork_error()))  # a new storage (torch.empty) raises it too
+    _keep_jax_state_forever()
+
+
+def _keep_jax_state_forever() -> None:
+    """Keep the jax state this child inherited alive until the process ends.
+
+    The jax client (held by the devices) and jax's compile thread pool have destructors that join
+    threads which stayed in the parent: run at this child's exit (the interpreter clears every
+    module's globals), they hang or crash. One reference nobody owns, on our devices and on each
+    global of jax's modules (what they reach stays alive too), keeps those destructors from ever
+    running; the operating system reclaims the memory when the child ends."""
+    keep = ctypes.pythonapi.Py_IncRef
+    keep.argtypes = [ctypes.py_object]
+    keep(_devices)
+    for name, module in list(sys.modules.items()):
+        if module is not None and name.partition(".")[0] in ("jax", "jaxlib"):
+            for value in list(vars(module).values()):
+                keep(value)
+
+
+def bad_fork_error() -> RuntimeError:
+    return RuntimeError(
+        "Cannot re-initialize neuron in forked subprocess: this process was forked after the neuron "
+        "runtime started in its parent, and the runtime's threads do not survive fork(). To use "
+        "neuron with multiprocessing, you must use the 'spawn' start method "
+        "(multiprocessing.set_start_method('spawn'), torch.multiprocessing.get_context('spawn'), or "
+        "DataLoader(..., multiprocessing_context='spawn')), or fork before the first neuron call."
+    )
+
+
+def check_not_forked() -> None:
+    """Raise (naming the 'spawn' start method) in a process forked after the runtime started."""
+    if forked_after_start:
+        raise bad_fork_error()
 
 
 def _set_native_count(n: int) -> None:
@@ -27,6 +69,8 @@ def _set_native_count(n: int) -> None:
 def jax_devices() -> list:
     """The PJRT devices behind neuron:0..N-1 (starts jax on first call)."""
     global _devices
+    if forked_after_start:
+        raise bad_fork_error()
     if _devices is not None:
         return _devices
     with _lock:
@@ -50,7 +94,7 @@ def jax_devices() -> list:
 
 def in_bad_fork() -> bool:
     """Whether this process was forked from one whose device runtime had already started."""
-    return _forked_after_start
+    return forked_after_start
 
 
 def is_initialized() -> bool:

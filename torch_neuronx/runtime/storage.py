@@ -68,6 +68,7 @@ def synchronize(device: int | None = None) -> None:
     """Wait for every buffer on `device` (all devices when None) to be computed."""
     from . import devices
 
+    devices.check_not_forked()
     sync()
     for buf in list(BUFFERS.values()):
         if device is not None and devices.index_of(buf) != device:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .dtypes import to_numpy_dtype, to_torch_dtype
-from .devices import jax_device
+from .devices import check_not_forked, jax_device
 from .lazy_jax import jax
 
 _VIEW_AS_INT = {1: (torch.uint8, np.uint8), 2: (torch.int16, np.int16)}
@@ -81,6 +81,7 @@ def hand_to_device(a: np.ndarray, index: int):
 
 def to_host(arr) -> np.ndarray:
     """Wait for `arr` and copy it to the host."""
+    check_not_forked()
     return np.asarray(arr)
 
 
