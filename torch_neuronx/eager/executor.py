@@ -22,7 +22,7 @@ import torch
 
 from .. import metrics
 from ..cache import clear_memory, executable_cache
-from ..ops import checks, normalize
+from ..ops import argument_checks, checks, normalize
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
@@ -162,12 +162,16 @@ def _arg_sig(call: _Call, value, kind, name):
     return value
 
 
-def _default_device(kwargs) -> int:
+def _default_device(spec: OpSpec, kwargs) -> int:
+    """The device of a call without neuron tensors (a factory): its `device=`, checked, else the current one."""
     dev = kwargs.get("device")
     if dev is None:
         return torch.neuron.current_device()
     dev = torch.device(dev)
-    return dev.index if dev.index is not None else torch.neuron.current_device()
+    if dev.index is None:
+        return torch.neuron.current_device()
+    devices.check_index(dev.index, spec.name)
+    return dev.index
 
 
 def _describe(spec: OpSpec, args: tuple, kwargs: dict):
@@ -190,7 +194,7 @@ def _describe(spec: OpSpec, args: tuple, kwargs: dict):
         call.scalars.append(_Draw(None))
         sig.append(_GENERATOR)
     if call.device is None:
-        call.device = _default_device(kwargs)
+        call.device = _default_device(spec, kwargs)
     # StorageInputs.buffers() and .state(), written out: this runs on every call
     get = _BUFFERS.get
     buffers = [get(k) if k else None for k in call.keys]
@@ -345,6 +349,7 @@ def _meta_call(spec, args, kwargs):
         if i >= len(margs):
             mkwargs["device"] = torch.device("meta")
     try:
+        argument_checks.check(spec.op, margs, mkwargs)  # the CPU's checks meta lacks
         out = spec.op(*margs, **mkwargs)
     except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
         raise _named(e, spec.name) from None

@@ -1,0 +1,164 @@
+"""Argument checks the CPU's kernels make and PyTorch's meta kernels lack, made before the meta call.
+
+An eager op learns its result from the meta kernel, which for some ops checks less than the CPU
+kernel does: `mm` of a bfloat16 and a float32 matrix has a meta result (the first one's dtype)
+where the CPU raises, and the convolution meta kernel computes a size from a zero stride or a
+negative padding. `check(op, args, kwargs)` raises what the CPU raises for such calls, with its
+message, so the executor (which names the op) rejects them as the CPU does. `CHECKS` maps an
+overload packet's name (`aten.mm`: every overload, `out=` ones too) to a function taking the
+schema's arguments.
+"""
+from __future__ import annotations
+
+import torch
+
+# c10's names of scalar types, as the CPU's messages spell them: `toString` ("BFloat16") and the C++
+# type name streamed into a message ("c10::BFloat16", "float")
+_SCALAR_TYPE = {
+    torch.float64: "Double", torch.float32: "Float", torch.float16: "Half", torch.bfloat16: "BFloat16",
+    torch.complex128: "ComplexDouble", torch.complex64: "ComplexFloat", torch.complex32: "ComplexHalf",
+    torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+    torch.bool: "Bool",
+}
+_CPP_TYPE = {
+    torch.float64: "double", torch.float32: "float", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16",
+    torch.complex128: "c10::complex<double>", torch.complex64: "c10::complex<float>",
+    torch.complex32: "c10::complex<c10::Half>", torch.int64: "long int", torch.int32: "int",
+    torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char", torch.bool: "bool",
+}
+
+
+def scalar_type_name(dtype) -> str:
+    return _SCALAR_TYPE.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def cpp_type_name(dtype) -> str:
+    return _CPP_TYPE.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def _tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+# ---- the matmul family: the CPU's BLAS kernels take one dtype
+
+
+def _mm(self, mat2, *_, **__):
+    if _tensor(self) and _tensor(mat2) and self.dtype != mat2.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{cpp_type_name(self.dtype)} != {cpp_type_name(mat2.dtype)}")
+
+
+def _addmm_like(self, mat1, mat2):
+    """addmm's order: the two matrices, then the added tensor against the second one."""
+    if mat1.dtype != mat2.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                           f"{scalar_type_name(mat1.dtype)} and {scalar_type_name(mat2.dtype)}")
+    if _tensor(self) and self.dtype != mat2.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{scalar_type_name(self.dtype)} and {scalar_type_name(mat2.dtype)}")
+
+
+def _addmm(self, mat1, mat2, *_, **__):
+    _addmm_like(self, mat1, mat2)
+
+
+def _addbmm(self, batch1, batch2, *_, **__):
+    _addmm_like(self, batch1, batch2)
+
+
+def _mv(self, vec, *_, **__):
+    if self.dtype != vec.dtype:
+        result = torch.promote_types(self.dtype, vec.dtype)
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{scalar_type_name(result)}, {scalar_type_name(self.dtype)}, and "
+                           f"{scalar_type_name(vec.dtype)}")
+
+
+# ---- convolution: at::_convolution's checks (aten/src/ATen/native/Convolution.cpp)
+
+
+def _expand(values, dim, name):
+    values = list(values)
+    if len(values) == 1:
+        return values * dim
+    if len(values) != dim:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {dim} values to match "
+                           f"the convolution dimensions, but got {name}={values}")
+    return values
+
+
+def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *_, **__):
+    dim = weight.dim() - 2
+    if dim <= 0:
+        raise RuntimeError("weight should have at least three dimensions")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    stride = _expand(stride, dim, "stride")
+    padding = _expand(padding, dim, "padding")
+    dilation = _expand(dilation, dim, "dilation")
+    output_padding = _expand(output_padding, dim, "output_padding")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in output_padding):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    k, w = input.dim(), list(weight.shape)
+    if weight.dim() != k:
+        raise RuntimeError(f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight {w}, but got "
+                           f"{k}-dimensional input of size {list(input.shape)} instead")
+    if w[0] < groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
+                           f"but got weight of size {w} instead")
+    if w[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                           f"but got weight of size [{w}] instead")
+    channels = input.shape[1]
+    if not transposed:
+        if channels != w[1] * groups:
+            raise RuntimeError(f"Given groups={groups}, weight of size {w}, expected input{list(input.shape)} to "
+                               f"have {w[1] * groups} channels, but got {channels} channels instead")
+        if bias is not None and (bias.dim() != 1 or bias.shape[0] != w[0]):
+            raise RuntimeError(f"Given weight of size {w}, expected bias to be 1-dimensional with {w[0]} elements, "
+                               f"but got bias of size {list(bias.shape)} instead")
+        padded = [input.shape[i + 2] + 2 * padding[i] for i in range(dim)]
+        kernel = [dilation[i] * (w[i + 2] - 1) + 1 for i in range(dim)]
+        if any(p < q for p, q in zip(padded, kernel)):
+            raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                               f"Kernel size: ({' x '.join(map(str, kernel))}). "
+                               "Kernel size can't be greater than actual input size")
+    else:
+        if channels != w[0]:
+            raise RuntimeError(f"Given transposed={int(bool(transposed))}, weight of size {w}, expected "
+                               f"input{list(input.shape)} to have {w[0]} channels, but got {channels} "
+                               "channels instead")
+        if bias is not None and (bias.dim() != 1 or bias.shape[0] != w[1] * groups):
+            raise RuntimeError(f"Given transposed={int(bool(transposed))}, weight of size {w}, expected bias to be "
+                               f"1-dimensional with {w[1] * groups} elements, but got bias of size "
+                               f"{list(bias.shape)} instead")
+    if input.dtype != weight.dtype:
+        raise RuntimeError(f"Input type ({cpp_type_name(input.dtype)}) and weight type "
+                           f"({cpp_type_name(weight.dtype)}) should be the same")
+    if bias is not None and input.dtype != bias.dtype:
+        raise RuntimeError(f"Input type ({cpp_type_name(input.dtype)}) and bias type "
+                           f"({cpp_type_name(bias.dtype)}) should be the same")
+
+
+CHECKS = {
+    "aten.mm": _mm,
+    "aten.addmm": _addmm,
+    "aten.addbmm": _addbmm,
+    "aten.mv": _mv,
+    "aten.convolution": _convolution,
+}
+
+
+def check(op, args, kwargs) -> None:
+    """Raise what the CPU's kernel of `op` (an OpOverload) raises for these arguments, if it is one
+    of the errors PyTorch's meta kernel does not raise."""
+    fn = CHECKS.get(str(op.overloadpacket))
+    if fn is not None:
+        fn(*args, **kwargs)
