@@ -342,6 +342,10 @@ def _import_meta_dependencies() -> None:
 def _meta_call(spec, args, kwargs):
     """The op on meta tensors of the same layouts: PyTorch's own checks, result dtypes and strides."""
     _import_meta_dependencies()
+    try:
+        argument_checks.check(spec.op, args, kwargs)  # the CPU's checks meta lacks
+    except Exception as e:
+        raise _named(e, spec.name) from None
     margs = [_to_meta(a) for a in args]
     mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if "device" in spec.arg_names and "device" not in mkwargs:
@@ -349,7 +353,6 @@ def _meta_call(spec, args, kwargs):
         if i >= len(margs):
             mkwargs["device"] = torch.device("meta")
     try:
-        argument_checks.check(spec.op, margs, mkwargs)  # the CPU's checks meta lacks
         out = spec.op(*margs, **mkwargs)
     except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
         raise _named(e, spec.name) from None

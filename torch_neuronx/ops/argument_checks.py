@@ -6,7 +6,7 @@ where the CPU raises, and the convolution meta kernel computes a size from a zer
 negative padding. `check(op, args, kwargs)` raises what the CPU raises for such calls, with its
 message, so the executor (which names the op) rejects them as the CPU does. `CHECKS` maps an
 overload packet's name (`aten.mm`: every overload, `out=` ones too) to a function taking the
-schema's arguments.
+schema's arguments; it runs on the call's own tensors (overlap checks need their storages).
 """
 from __future__ import annotations
 
@@ -147,12 +147,105 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
                            f"({cpp_type_name(bias.dtype)}) should be the same")
 
 
+# ---- written-to tensors that overlap an input (at::assert_no_overlap, aten/src/ATen/MemoryOverlap.cpp):
+# kernels that read an input while they write must not write where they read
+
+
+def _extent(t):
+    """The byte range [start, end) the view `t` spans in its storage (None: it spans none)."""
+    if t.numel() == 0:
+        return None
+    last = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+    start = t.data_ptr() - sum((n - 1) * -s for n, s in zip(t.shape, t.stride()) if s < 0) * t.element_size()
+    return start, start + (last + 1) * t.element_size()
+
+
+def overlap(a, b):
+    """"full" if views `a` and `b` are the same memory, "partial" if they share some, else None."""
+    if not (_tensor(a) and _tensor(b)) or a.device != b.device:
+        return None
+    ea, eb = _extent(a), _extent(b)
+    if ea is None or eb is None or ea[1] <= eb[0] or eb[1] <= ea[0]:
+        return None
+    if (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.element_size() == b.element_size()):
+        return "full"
+    return "partial"
+
+
+def _no_overlap(written, read, partial_only=False):
+    status = overlap(written, read)
+    if status == "partial" or (status == "full" and not partial_only):
+        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                           "refer to a single memory location. Please clone() the tensor before performing the "
+                           "operation.")
+
+
+def _no_internal_overlap(written):
+    """at::assert_no_internal_overlap: an expanded (stride 0) written-to tensor, checked before a resize."""
+    if _tensor(written) and any(n > 1 and s == 0 for n, s in zip(written.shape, written.stride())):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _index_select(self, dim, index, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, self)
+    _no_overlap(out, index)
+
+
+def _take(self, index, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, index)
+    _no_overlap(out, self)
+
+
+def _masked_select(self, mask, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, self)
+    _no_overlap(out, mask)
+
+
+def _gather(self, dim, index, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, self)
+    _no_overlap(out, index, partial_only=True)
+
+
+def _kthvalue(self, k, *_, values=None, indices=None, **__):
+    _no_overlap(values, self)
+    _no_overlap(indices, self)
+
+
+# ---- cat (aten/src/ATen/native/TensorShape.cpp: cat's meta function on the CPU)
+
+
+def _cat(tensors, dim=0, *_, out=None, **__):
+    tensors = list(tensors)
+    for i, t in enumerate(tensors):
+        if t.dim() == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    shaped = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]  # legacy empty tensors: skipped
+    for t in shaped[1:]:
+        if t.dim() != shaped[0].dim():
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {shaped[0].dim()} and {t.dim()}")
+    _no_internal_overlap(out)
+    for t in tensors:
+        _no_overlap(out, t)
+
+
 CHECKS = {
     "aten.mm": _mm,
     "aten.addmm": _addmm,
     "aten.addbmm": _addbmm,
     "aten.mv": _mv,
     "aten.convolution": _convolution,
+    "aten.index_select": _index_select,
+    "aten.take": _take,
+    "aten.masked_select": _masked_select,
+    "aten.gather": _gather,
+    "aten.kthvalue": _kthvalue,
+    "aten.cat": _cat,
 }
 
 
