@@ -23,6 +23,7 @@ import torch
 from .. import metrics
 from ..cache import clear_memory, executable_cache
 from ..ops import argument_checks, checks, normalize
+from ..ops.cpu_messages import named
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
@@ -345,7 +346,7 @@ def _meta_call(spec, args, kwargs):
     try:
         argument_checks.check(spec.op, args, kwargs)  # the CPU's checks meta lacks
     except Exception as e:
-        raise _named(e, spec.name) from None
+        raise named(e, spec.name) from None
     margs = [_to_meta(a) for a in args]
     mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if "device" in spec.arg_names and "device" not in mkwargs:
@@ -355,7 +356,7 @@ def _meta_call(spec, args, kwargs):
     try:
         out = spec.op(*margs, **mkwargs)
     except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
-        raise _named(e, spec.name) from None
+        raise named(e, spec.name) from None
     return margs, mkwargs, out
 
 
@@ -551,14 +552,6 @@ def _compile_program(spec, program, call, buffers, plan):
 
 def _describe_tensor(t):
     return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-
-
-def _named(e: Exception, op_name: str) -> Exception:
-    message = f"{op_name}: {e}"
-    try:
-        return type(e)(message)
-    except Exception:
-        return RuntimeError(message)
 
 
 def _check_no_overlap(spec, t, name):

@@ -13,6 +13,7 @@ import warnings
 import torch
 
 from .. import metrics
+from ..ops.cpu_messages import named
 from ..ops.decompositions import decomposition_table
 from .buffers import to_host
 
@@ -32,6 +33,8 @@ def fallback(op, *args, **kwargs):
         active.add(op)
         try:
             out = decomp(*args, **kwargs)
+        except Exception as e:  # the decomposition's check: the CPU's spellings, the op named
+            raise named(e, str(op)) from None
         finally:
             active.discard(op)
         if out is not NotImplemented:

@@ -12,28 +12,7 @@ from __future__ import annotations
 
 import torch
 
-# c10's names of scalar types, as the CPU's messages spell them: `toString` ("BFloat16") and the C++
-# type name streamed into a message ("c10::BFloat16", "float")
-_SCALAR_TYPE = {
-    torch.float64: "Double", torch.float32: "Float", torch.float16: "Half", torch.bfloat16: "BFloat16",
-    torch.complex128: "ComplexDouble", torch.complex64: "ComplexFloat", torch.complex32: "ComplexHalf",
-    torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
-    torch.bool: "Bool",
-}
-_CPP_TYPE = {
-    torch.float64: "double", torch.float32: "float", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16",
-    torch.complex128: "c10::complex<double>", torch.complex64: "c10::complex<float>",
-    torch.complex32: "c10::complex<c10::Half>", torch.int64: "long int", torch.int32: "int",
-    torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char", torch.bool: "bool",
-}
-
-
-def scalar_type_name(dtype) -> str:
-    return _SCALAR_TYPE.get(dtype, str(dtype).removeprefix("torch."))
-
-
-def cpp_type_name(dtype) -> str:
-    return _CPP_TYPE.get(dtype, str(dtype).removeprefix("torch."))
+from .cpu_messages import cpp_type_name, scalar_type_name
 
 
 def _tensor(x) -> bool:
