@@ -213,6 +213,51 @@ def _cat(tensors, dim=0, *_, out=None, **__):
         _no_overlap(out, t)
 
 
+# ---- reductions without an identity (aten/src/ATen/native/ReduceOps.cpp)
+
+
+def _amax_amin(name):
+    def check(self, dim=(), keepdim=False, *_, out=None, **__):
+        if _tensor(out) and out.dtype != self.dtype:
+            raise RuntimeError(f"Expected the dtype for input and out to match, but got "
+                               f"{scalar_type_name(self.dtype)} for input's dtype and "
+                               f"{scalar_type_name(out.dtype)} for out's dtype.")
+        if self.numel() == 0:
+            dims = [dim] if isinstance(dim, int) else list(dim)
+            if not dims:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                                   "Specify the reduction dim with the 'dim' argument.")
+            for d in dims:
+                d = d + self.dim() if d < 0 else d
+                if 0 <= d < self.dim() and self.shape[d] == 0:
+                    raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    return check
+
+
+# ---- multinomial (aten/src/ATen/native/Distributions.cpp: multinomial_out)
+
+
+def _multinomial(self, num_samples, replacement=False, *_, out=None, **__):
+    if not 0 < self.dim() <= 2:
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{scalar_type_name(self.dtype)}")
+    if _tensor(out) and out.dtype != torch.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {scalar_type_name(out.dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if self.shape[-1] > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+
+
+def _embedding(weight, indices, *_, **__):
+    if weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
+
+
 CHECKS = {
     "aten.mm": _mm,
     "aten.addmm": _addmm,
@@ -225,6 +270,10 @@ CHECKS = {
     "aten.gather": _gather,
     "aten.kthvalue": _kthvalue,
     "aten.cat": _cat,
+    "aten.amax": _amax_amin("amax"),
+    "aten.amin": _amax_amin("amin"),
+    "aten.multinomial": _multinomial,
+    "aten.embedding": _embedding,
 }
 
 
