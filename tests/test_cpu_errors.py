@@ -74,6 +74,22 @@ CASES = [
      "cannot sample n_sample > prob_dist.size(-1) samples without replacement"),
     ("embedding", lambda d: F.embedding(torch.tensor([0], device=d), _r(2, 2, 2, device=d)), "aten.embedding",
      "'weight' must be 2-D"),
+    # scalar arguments and out= dtypes
+    ("masked_fill_complex", lambda d: _r(3, device=d).masked_fill(torch.ones(3, dtype=torch.bool, device=d), 1j),
+     "aten.masked_fill", "value cannot be converted to type float without overflow"),
+    ("masked_fill_overflow", lambda d: _r(3, dtype=torch.int8, device=d).masked_fill(
+        torch.ones(3, dtype=torch.bool, device=d), 1000), "aten.masked_fill",
+     "value cannot be converted to type int8_t without overflow"),
+    ("uniform_range", lambda d: torch.empty(3, device=d).uniform_(3, -1), "aten.uniform",
+     "uniform_ expects to return a [from, to) range, but found from=3 > to=-1"),
+    ("bucketize_dims", lambda d: torch.bucketize(_r(3, device=d), _r(2, 2, device=d)), "aten.bucketize",
+     "boundaries tensor must be 1 dimension, but got dim(2)"),
+    ("aminmax_out", lambda d: torch.aminmax(_r(3, device=d), out=(torch.empty((), device=d),
+                                                                   torch.empty((), dtype=torch.float64, device=d))),
+     "aten.aminmax", "Expected out tensor to have dtype float, but got double instead"),
+    ("complex_out", lambda d: torch.complex(_r(2, dtype=torch.float64, device=d), _r(2, dtype=torch.float64, device=d),
+                                            out=torch.empty(2, dtype=torch.complex64, device=d)),
+     "aten.complex", "Expected object of scalar type ComplexDouble but got scalar type ComplexFloat for argument 'out'"),
     # meta kernels' and decompositions' messages, spelled as the CPU spells dtypes and sizes
     ("mean_int", lambda d: torch.mean(torch.ones(3, dtype=torch.int64, device=d), 0), "aten.mean",
      "Input dtype must be either a floating point or complex dtype. Got: Long"),

@@ -258,6 +258,66 @@ def _embedding(weight, indices, *_, **__):
         raise RuntimeError("'weight' must be 2-D")
 
 
+# ---- scalar arguments and out= dtypes
+
+
+_OVERFLOW_NAME = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16",
+    torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
+    torch.uint8: "uint8_t",
+}
+
+
+def _masked_fill(self, mask, value, *_, **__):
+    """c10::checked_convert: a number the tensor's dtype cannot hold (a finite float beyond its range,
+    an int dtype's non-finite or out-of-range value, a complex one with an imaginary part for a real
+    dtype). A value tensor is read only where it is complex and `self` is not."""
+    if self.dtype not in _OVERFLOW_NAME:
+        return
+    if _tensor(value):
+        if not (value.dtype.is_complex and value.dim() == 0):
+            return
+        value = value.item()
+    if isinstance(value, complex):
+        if value.imag != 0:
+            raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[self.dtype]} without overflow")
+        value = value.real
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if self.dtype.is_floating_point:
+        bad = value == value and abs(value) != float("inf") and abs(value) > torch.finfo(self.dtype).max
+    else:
+        info = torch.iinfo(self.dtype)
+        bad = (value != value or abs(value) == float("inf")) or not info.min <= value <= info.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[self.dtype]} without overflow")
+
+
+def _uniform(self, from_=0.0, to=1.0, *_, **__):
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
+
+
+def _bucketize(self, boundaries, *_, **__):
+    if _tensor(boundaries) and boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+
+
+def _aminmax(self, *_, min=None, max=None, **__):
+    for out in (min, max):
+        if _tensor(out) and out.dtype != self.dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {cpp_type_name(self.dtype)}, but got "
+                               f"{cpp_type_name(out.dtype)} instead")
+
+
+def _complex(real, imag, *_, out=None, **__):
+    if _tensor(out) and _tensor(real) and real.dtype.is_floating_point:
+        expected = torch.complex128 if real.dtype == torch.float64 else torch.complex64
+        if out.dtype != expected:
+            raise RuntimeError(f"Expected object of scalar type {scalar_type_name(expected)} but got scalar type "
+                               f"{scalar_type_name(out.dtype)} for argument 'out'")
+
+
 CHECKS = {
     "aten.mm": _mm,
     "aten.addmm": _addmm,
@@ -274,6 +334,12 @@ CHECKS = {
     "aten.amin": _amax_amin("amin"),
     "aten.multinomial": _multinomial,
     "aten.embedding": _embedding,
+    "aten.masked_fill": _masked_fill,
+    "aten.uniform": _uniform,
+    "aten.uniform_": _uniform,
+    "aten.bucketize": _bucketize,
+    "aten.aminmax": _aminmax,
+    "aten.complex": _complex,
 }
 
 
