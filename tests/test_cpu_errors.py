@@ -80,6 +80,8 @@ CASES = [
     ("masked_fill_overflow", lambda d: _r(3, dtype=torch.int8, device=d).masked_fill(
         torch.ones(3, dtype=torch.bool, device=d), 1000), "aten.masked_fill",
      "value cannot be converted to type int8_t without overflow"),
+    ("masked_scatter_mask", lambda d: _r(3, device=d).masked_scatter(_r(3, device=d), _r(3, device=d)),
+     "aten.masked_scatter", "masked_scatter_ only supports boolean masks, but got mask with dtype Float"),
     ("uniform_range", lambda d: torch.empty(3, device=d).uniform_(3, -1), "aten.uniform",
      "uniform_ expects to return a [from, to) range, but found from=3 > to=-1"),
     ("bucketize_dims", lambda d: torch.bucketize(_r(3, device=d), _r(2, 2, device=d)), "aten.bucketize",

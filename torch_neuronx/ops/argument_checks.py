@@ -253,6 +253,12 @@ def _multinomial(self, num_samples, replacement=False, *_, out=None, **__):
         raise RuntimeError("number of categories cannot exceed 2^24")
 
 
+def _masked_scatter(self, mask, source, *_, **__):
+    if _tensor(mask) and mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{scalar_type_name(mask.dtype)}")
+
+
 def _embedding(weight, indices, *_, **__):
     if weight.dim() != 2:
         raise RuntimeError("'weight' must be 2-D")
@@ -334,6 +340,8 @@ CHECKS = {
     "aten.amin": _amax_amin("amin"),
     "aten.multinomial": _multinomial,
     "aten.embedding": _embedding,
+    "aten.masked_scatter": _masked_scatter,
+    "aten.masked_scatter_": _masked_scatter,
     "aten.masked_fill": _masked_fill,
     "aten.uniform": _uniform,
     "aten.uniform_": _uniform,
