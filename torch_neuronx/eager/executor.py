@@ -22,7 +22,8 @@ import torch
 
 from .. import metrics
 from ..cache import clear_memory, executable_cache
-from ..ops import checks, normalize
+from ..ops import argument_checks, checks, normalize
+from ..ops.cpu_messages import named
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
@@ -162,12 +163,16 @@ def _arg_sig(call: _Call, value, kind, name):
     return value
 
 
-def _default_device(kwargs) -> int:
+def _default_device(spec: OpSpec, kwargs) -> int:
+    """The device of a call without neuron tensors (a factory): its `device=`, checked, else the current one."""
     dev = kwargs.get("device")
     if dev is None:
         return torch.neuron.current_device()
     dev = torch.device(dev)
-    return dev.index if dev.index is not None else torch.neuron.current_device()
+    if dev.index is None:
+        return torch.neuron.current_device()
+    devices.check_index(dev.index, spec.name)
+    return dev.index
 
 
 def _describe(spec: OpSpec, args: tuple, kwargs: dict):
@@ -190,7 +195,7 @@ def _describe(spec: OpSpec, args: tuple, kwargs: dict):
         call.scalars.append(_Draw(None))
         sig.append(_GENERATOR)
     if call.device is None:
-        call.device = _default_device(kwargs)
+        call.device = _default_device(spec, kwargs)
     # StorageInputs.buffers() and .state(), written out: this runs on every call
     get = _BUFFERS.get
     buffers = [get(k) if k else None for k in call.keys]
@@ -340,6 +345,10 @@ def _import_meta_dependencies() -> None:
 def _meta_call(spec, args, kwargs):
     """The op on meta tensors of the same layouts: PyTorch's own checks, result dtypes and strides."""
     _import_meta_dependencies()
+    try:
+        argument_checks.check(spec.op, args, kwargs)  # the CPU's checks meta lacks
+    except Exception as e:
+        raise named(e, spec.name) from None
     margs = [_to_meta(a) for a in args]
     mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if "device" in spec.arg_names and "device" not in mkwargs:
@@ -349,7 +358,7 @@ def _meta_call(spec, args, kwargs):
     try:
         out = spec.op(*margs, **mkwargs)
     except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
-        raise _named(e, spec.name) from None
+        raise named(e, spec.name) from None
     return margs, mkwargs, out
 
 
@@ -545,14 +554,6 @@ def _compile_program(spec, program, call, buffers, plan):
 
 def _describe_tensor(t):
     return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-
-
-def _named(e: Exception, op_name: str) -> Exception:
-    message = f"{op_name}: {e}"
-    try:
-        return type(e)(message)
-    except Exception:
-        return RuntimeError(message)
 
 
 def _check_no_overlap(spec, t, name):

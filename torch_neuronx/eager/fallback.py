@@ -13,6 +13,8 @@ import warnings
 import torch
 
 from .. import metrics
+from ..ops import argument_checks
+from ..ops.cpu_messages import named
 from ..ops.decompositions import decomposition_table
 from .buffers import to_host
 
@@ -28,10 +30,16 @@ def fallback(op, *args, **kwargs):
         active = _state.decomposing = set()
     decomp = decomposition_table().get(op)
     if decomp is not None and op not in active:
+        try:
+            argument_checks.check(op, args, kwargs)  # the CPU's checks the decomposition lacks
+        except Exception as e:
+            raise named(e, str(op)) from None
         metrics.decomposed(str(op))
         active.add(op)
         try:
             out = decomp(*args, **kwargs)
+        except Exception as e:  # the decomposition's check: the CPU's spellings, the op named
+            raise named(e, str(op)) from None
         finally:
             active.discard(op)
         if out is not NotImplemented:

@@ -109,6 +109,13 @@ def device_count() -> int:
     return len(jax_devices())
 
 
+def check_index(index: int, what: str = "neuron") -> None:
+    """RuntimeError naming `index` and the device count unless `index` is a neuron device here."""
+    count = device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(f"{what}: neuron device index {index} is out of range: {count} devices")
+
+
 def jax_device(index: int):
     devices = jax_devices()
     if not 0 <= index < len(devices):

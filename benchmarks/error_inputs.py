@@ -1,0 +1,168 @@
+"""PyTorch's OpInfo error inputs on neuron vs the CPU: does neuron reject what the CPU rejects, the same way?
+
+    python benchmarks/error_inputs.py               # every op_db entry with error inputs
+    python benchmarks/error_inputs.py --ops mm,conv # entries whose name contains a substring
+    python benchmarks/error_inputs.py -v            # also list every entry that does not match
+
+Each OpInfo's `error_inputs(device)` yields ErrorInputs (a sample, the error type and a regex the
+message must match). Each one runs on the CPU and on neuron (generated for that device, float32
+where the generator takes a dtype); an entry is
+  match     neuron raises the CPU's type and its message matches the regex,
+  differs   neuron raises another type or a message the regex does not match,
+  missing   neuron raises nothing,
+  cpu-only  skipped: the CPU itself does not raise what the entry says (not neuron's business),
+  generator the entry's error inputs could not be generated for neuron.
+Where an entry yields other inputs for neuron than for the CPU (cases written for CUDA), each neuron
+input is judged against its own expected error.
+Prints one row per op (counts per class) and the totals; each entry runs under a --timeout (s).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+import warnings
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+
+
+class EntryTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds):
+    def fire(signum, frame):
+        raise EntryTimeout(f"no result in {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _error_inputs(op, device):
+    """The entry's error inputs for `device`, or the exception generating them raised."""
+    torch.manual_seed(0)
+    try:
+        return list(op.error_inputs(device)), None
+    except Exception as e:  # a generator that does not run on this device
+        return [], e
+
+
+def _run(op, error_input, device, seconds):
+    """The exception the sample raises (None: none), its message's first line."""
+    si = error_input.sample_input
+    try:
+        with _deadline(seconds):
+            result = op(si.input, *si.args, **si.kwargs)
+            if device != "cpu":
+                torch.neuron.synchronize()
+                _touch(result)
+    except EntryTimeout:
+        raise
+    except Exception as e:
+        return e
+    return None
+
+
+def _touch(result):
+    """Read results back, so an error raised when a value arrives is raised here."""
+    if isinstance(result, torch.Tensor):
+        result.cpu()
+    elif isinstance(result, (tuple, list)):
+        for r in result:
+            _touch(r)
+
+
+def _classify(e, error_type, regex):
+    if e is None:
+        return "missing"
+    if isinstance(e, error_type) and re.search(regex, str(e)):
+        return "match"
+    return "differs"
+
+
+def _first_line(e):
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", default="", help="comma-separated substrings of entry names")
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per error input")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")  # the samples' own warnings (deprecations, padding='same')
+
+    import torch_neuronx  # noqa: F401  registers the device
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    wanted = [s for s in args.ops.split(",") if s]
+    ops = [op for op in op_db if op.error_inputs_func is not None]
+    if wanted:
+        ops = [op for op in ops if any(w in op.full_name for w in wanted)]
+    rows = []  # (op name, class counts)
+    details = []  # (op, class, expected, neuron's error)
+    totals = collections.Counter()
+    start = time.perf_counter()
+    for op in ops:
+        counts = collections.Counter()
+        cpu_inputs, cpu_err = _error_inputs(op, "cpu")
+        neuron_inputs, neuron_err = _error_inputs(op, "neuron")
+        if neuron_err is not None:
+            counts["generator"] += max(len(cpu_inputs), 1)
+            details.append((op.full_name, "generator", "", _first_line(neuron_err)))
+        else:
+            # the generators yield other inputs for a device that is not the CPU (CUDA's cases, a
+            # cross-device one): then each neuron input is judged by its own expectation alone
+            paired = cpu_err is None and len(cpu_inputs) == len(neuron_inputs)
+            for i, neuron_ei in enumerate(neuron_inputs):
+                if paired:
+                    cpu_ei = cpu_inputs[i]
+                    try:
+                        cpu_e = _run(op, cpu_ei, "cpu", args.timeout)
+                    except EntryTimeout:
+                        counts["cpu-only"] += 1
+                        continue
+                    if _classify(cpu_e, cpu_ei.error_type, cpu_ei.error_regex) != "match":
+                        counts["cpu-only"] += 1
+                        continue
+                try:
+                    e = _run(op, neuron_ei, "neuron", args.timeout)
+                except EntryTimeout as t:
+                    e = t
+                kind = _classify(e, neuron_ei.error_type, neuron_ei.error_regex)
+                counts[kind] += 1
+                if kind != "match":
+                    expected = f"{neuron_ei.error_type.__name__}: /{neuron_ei.error_regex}/"
+                    details.append((op.full_name, kind, expected, "no error" if e is None else _first_line(e)))
+        rows.append((op.full_name, counts))
+        totals.update(counts)
+
+    classes = ["match", "differs", "missing", "cpu-only", "generator"]
+    width = max((len(n) for n, _ in rows), default=10)
+    print(f"{'op':<{width}} " + " ".join(f"{c:>9}" for c in classes))
+    for name, counts in rows:
+        if args.verbose or counts["differs"] or counts["missing"] or counts["generator"]:
+            print(f"{name:<{width}} " + " ".join(f"{counts[c]:>9}" for c in classes))
+    print(f"{'TOTAL':<{width}} " + " ".join(f"{totals[c]:>9}" for c in classes))
+    print(f"{len(rows)} entries, {sum(totals.values())} error inputs, {time.perf_counter() - start:.0f} s")
+    print("\nerror inputs neuron does not reject as the CPU does:")
+    for name, kind, expected, got in details:
+        print(f"  {kind:<9} {name}: expected {expected}; neuron: {got}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

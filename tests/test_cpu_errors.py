@@ -1,0 +1,173 @@
+"""What the CPU rejects, neuron rejects: the CPU's exception type, its message, the op named.
+
+Each case runs on the CPU and on neuron; the neuron error must be the CPU's type, name the ATen op
+and contain the given fragment of the CPU's message (which the CPU's own message must contain too,
+so a case that stops failing on the CPU fails here). benchmarks/error_inputs.py is the wide sweep.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+B, F32 = torch.bfloat16, torch.float32
+
+
+def _r(*shape, dtype=F32, device="cpu"):
+    return torch.ones(*shape, dtype=dtype, device=device)
+
+
+# (id, the call on a device, the ATen op neuron names, a fragment of the CPU's message)
+CASES = [
+    # (1) the matmul family's one-dtype rule
+    ("linear", lambda d: F.linear(_r(2, 3, dtype=B, device=d), _r(4, 3, device=d)), "aten.mm",
+     "expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float"),
+    ("linear_3d", lambda d: F.linear(_r(2, 2, 3, dtype=B, device=d), _r(4, 3, device=d)), "aten.mm",
+     "expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float"),
+    ("linear_bias", lambda d: F.linear(_r(2, 3, device=d), _r(4, 3, device=d), _r(4, dtype=B, device=d)),
+     "aten.addmm", "self and mat2 must have the same dtype, but got BFloat16 and Float"),
+    ("mm", lambda d: torch.mm(_r(2, 3, device=d), _r(3, 4, dtype=B, device=d)), "aten.mm",
+     "expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16"),
+    ("matmul", lambda d: _r(2, 3, dtype=B, device=d) @ _r(3, 4, device=d), "aten.mm", "same dtype"),
+    ("addmm", lambda d: torch.addmm(_r(2, 4, device=d), _r(2, 3, dtype=B, device=d), _r(3, 4, device=d)),
+     "aten.addmm", "mat1 and mat2 must have the same dtype, but got BFloat16 and Float"),
+    ("addbmm", lambda d: torch.addbmm(_r(2, 4, device=d), _r(2, 2, 3, dtype=B, device=d), _r(2, 3, 4, device=d)),
+     "aten.addbmm", "mat1 and mat2 must have the same dtype, but got BFloat16 and Float"),
+    ("mv", lambda d: torch.mv(_r(2, 3, dtype=B, device=d), _r(3, device=d)), "aten.mv",
+     "addmv input tensors must have the same dtype, but got Float, BFloat16, and Float"),
+    ("bmm", lambda d: torch.bmm(_r(2, 2, 3, dtype=B, device=d), _r(2, 3, 4, device=d)), "aten.bmm",
+     "expected scalar type BFloat16 but found Float"),
+    ("einsum", lambda d: torch.einsum("ij,jk->ik", _r(2, 3, dtype=B, device=d), _r(3, 4, device=d)), "aten.bmm",
+     "expected scalar type BFloat16 but found Float"),
+    ("conv2d_dtype", lambda d: F.conv2d(_r(1, 2, 4, 4, dtype=B, device=d), _r(3, 2, 3, 3, device=d)),
+     "aten.convolution", "and weight type"),
+    # convolution's parameter checks (at::_convolution)
+    ("conv_stride", lambda d: F.conv2d(_r(1, 1, 4, 4, device=d), _r(1, 1, 2, 2, device=d), stride=0),
+     "aten.convolution", "non-positive stride is not supported"),
+    ("conv_padding", lambda d: F.conv2d(_r(1, 1, 4, 4, device=d), _r(1, 1, 2, 2, device=d), padding=-1),
+     "aten.convolution", "negative padding is not supported"),
+    ("conv_dilation", lambda d: F.conv1d(_r(1, 1, 4, device=d), _r(1, 1, 2, device=d), dilation=0),
+     "aten.convolution", "dilation should be greater than zero"),
+    ("conv_groups", lambda d: F.conv1d(_r(1, 3, 4, device=d), _r(2, 1, 2, device=d), groups=3),
+     "aten.convolution", "Given groups=3, expected weight to be at least 3 at dimension 0"),
+    ("conv_kernel", lambda d: F.conv2d(_r(1, 1, 2, 2, device=d), _r(1, 1, 3, 3, device=d)),
+     "aten.convolution", "Kernel size can't be greater than actual input size"),
+    # written-to tensors overlapping what the op reads
+    ("index_select_out", lambda d: torch.index_select(_r(3, 4, device=d), 0, torch.tensor([0, 1], device=d),
+                                                      out=_r(1, 4, device=d).expand(2, 4)),
+     "aten.index_select", "more than one element of the written-to tensor refers to a single memory location"),
+    ("take_out", lambda d: (lambda x: torch.take(x, torch.tensor([0, 1], device=d), out=x[:2]))(_r(4, device=d)),
+     "aten.take", "some elements of the input tensor and the written-to tensor refer to a single memory location"),
+    ("cat_out", lambda d: (lambda x: torch.cat([x[:2], _r(2, device=d)], out=x))(_r(4, device=d)),
+     "aten.cat", "the written-to tensor refer to a single memory location"),
+    # cat's own checks
+    ("cat_dims", lambda d: torch.cat([_r(2, 3, device=d), _r(2, 3, 1, device=d)]), "aten.cat",
+     "Tensors must have same number of dimensions: got 2 and 3"),
+    ("cat_zero_dim", lambda d: torch.cat([_r(2, device=d), torch.tensor(1.0, device=d)]), "aten.cat",
+     "zero-dimensional tensor (at position 1) cannot be concatenated"),
+    # reductions without an identity, multinomial, embedding
+    ("amax_out_dtype", lambda d: torch.amax(_r(2, 3, device=d), 1, out=torch.empty(2, dtype=torch.int32, device=d)),
+     "aten.amax", "Expected the dtype for input and out to match, but got Float for input's dtype and Int"),
+    ("amin_zero_size", lambda d: torch.amin(_r(2, 0, device=d), 1), "aten.amin",
+     "amin(): Expected reduction dim 1 to have non-zero size."),
+    ("multinomial_dims", lambda d: torch.multinomial(_r(2, 2, 2, device=d), 1), "aten.multinomial",
+     "prob_dist must be 1 or 2 dim"),
+    ("multinomial_n", lambda d: torch.multinomial(_r(2, device=d), 3), "aten.multinomial",
+     "cannot sample n_sample > prob_dist.size(-1) samples without replacement"),
+    ("embedding", lambda d: F.embedding(torch.tensor([0], device=d), _r(2, 2, 2, device=d)), "aten.embedding",
+     "'weight' must be 2-D"),
+    # scalar arguments and out= dtypes
+    ("masked_fill_complex", lambda d: _r(3, device=d).masked_fill(torch.ones(3, dtype=torch.bool, device=d), 1j),
+     "aten.masked_fill", "value cannot be converted to type float without overflow"),
+    ("masked_fill_overflow", lambda d: _r(3, dtype=torch.int8, device=d).masked_fill(
+        torch.ones(3, dtype=torch.bool, device=d), 1000), "aten.masked_fill",
+     "value cannot be converted to type int8_t without overflow"),
+    ("masked_scatter_mask", lambda d: _r(3, device=d).masked_scatter(_r(3, device=d), _r(3, device=d)),
+     "aten.masked_scatter", "masked_scatter_ only supports boolean masks, but got mask with dtype Float"),
+    ("uniform_range", lambda d: torch.empty(3, device=d).uniform_(3, -1), "aten.uniform",
+     "uniform_ expects to return a [from, to) range, but found from=3 > to=-1"),
+    ("bucketize_dims", lambda d: torch.bucketize(_r(3, device=d), _r(2, 2, device=d)), "aten.bucketize",
+     "boundaries tensor must be 1 dimension, but got dim(2)"),
+    ("aminmax_out", lambda d: torch.aminmax(_r(3, device=d), out=(torch.empty((), device=d),
+                                                                   torch.empty((), dtype=torch.float64, device=d))),
+     "aten.aminmax", "Expected out tensor to have dtype float, but got double instead"),
+    ("complex_out", lambda d: torch.complex(_r(2, dtype=torch.float64, device=d), _r(2, dtype=torch.float64, device=d),
+                                            out=torch.empty(2, dtype=torch.complex64, device=d)),
+     "aten.complex", "Expected object of scalar type ComplexDouble but got scalar type ComplexFloat for argument 'out'"),
+    # meta kernels' and decompositions' messages, spelled as the CPU spells dtypes and sizes
+    ("mean_int", lambda d: torch.mean(torch.ones(3, dtype=torch.int64, device=d), 0), "aten.mean",
+     "Input dtype must be either a floating point or complex dtype. Got: Long"),
+    ("multilabel_margin", lambda d: F.multilabel_margin_loss(_r(5, 4, device=d), torch.ones(4, dtype=torch.long,
+                                                                                               device=d)),
+     "aten.multilabel_margin_loss", "inconsistent target size: [4] for input of size: [5, 4]"),
+]
+
+
+def _raised(fn, device):
+    try:
+        fn(device)
+    except Exception as e:
+        return e
+    return None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_neuron_raises_what_the_cpu_raises(case):
+    _name, fn, op, fragment = case
+    cpu = _raised(fn, "cpu")
+    assert cpu is not None and fragment in str(cpu), f"the CPU no longer raises this: {cpu!r}"
+    neuron = _raised(fn, "neuron")
+    assert neuron is not None, "neuron computed what the CPU rejects"
+    assert type(neuron) is type(cpu), f"{type(neuron).__name__} on neuron, {type(cpu).__name__} on the CPU: {neuron}"
+    assert op in str(neuron), f"the error does not name {op}: {neuron}"
+    assert fragment in str(neuron), str(neuron)
+
+
+def test_same_dtypes_still_compute():
+    """The checks reject only what the CPU rejects: the same ops with one dtype compute as there."""
+    for d in (F32, B):
+        x, w, b = _r(2, 3, dtype=d, device="neuron"), _r(4, 3, dtype=d, device="neuron"), _r(4, dtype=d, device="neuron")
+        assert F.linear(x, w, b).cpu().tolist() == [[4.0] * 4] * 2
+    y = F.conv2d(_r(1, 1, 3, 3, device="neuron"), _r(1, 1, 2, 2, device="neuron"), stride=1, padding=0)
+    assert y.cpu().tolist() == [[[[4.0, 4.0], [4.0, 4.0]]]]
+    x = torch.arange(4.0, device="neuron")
+    assert torch.cat([x, torch.empty(0, device="neuron")]).cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# (2) a device index past the device count
+
+
+def _device_error(fn):
+    n = torch.neuron.device_count()
+    with pytest.raises(RuntimeError) as info:
+        fn(f"neuron:{n + 5}")
+    message = str(info.value)
+    assert f"index {n + 5}" in message and f"{n} devices" in message, message
+    assert "could not be lowered" not in message
+    return message
+
+
+@pytest.mark.parametrize("factory", [
+    lambda dev: torch.ones(2, device=dev),
+    lambda dev: torch.zeros(2, device=dev),
+    lambda dev: torch.empty(2, device=dev),
+    lambda dev: torch.full((2,), 1.0, device=dev),
+    lambda dev: torch.arange(3, device=dev),
+    lambda dev: torch.randn(2, device=dev),
+    lambda dev: torch.tensor([1.0], device=dev),
+], ids=["ones", "zeros", "empty", "full", "arange", "randn", "tensor"])
+def test_factory_on_a_missing_device_is_a_runtime_error(factory):
+    _device_error(factory)
+
+
+def test_factory_error_names_the_op():
+    assert "aten.ones.default" in _device_error(lambda dev: torch.ones(2, device=dev))
+
+
+def test_to_a_missing_device_is_a_runtime_error():
+    _device_error(lambda dev: torch.ones(2).to(dev))
+    _device_error(lambda dev: torch.ones(2, device="neuron").to(dev))
+
+
+def test_set_device_past_the_count_is_a_runtime_error():
+    before = torch.neuron.current_device()
+    _device_error(lambda dev: torch.neuron.set_device(int(dev.split(":")[1])))
+    assert torch.neuron.current_device() == before

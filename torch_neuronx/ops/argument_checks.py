@@ -1,0 +1,359 @@
+"""Argument checks the CPU's kernels make and PyTorch's meta kernels lack, made before the meta call.
+
+An eager op learns its result from the meta kernel, which for some ops checks less than the CPU
+kernel does: `mm` of a bfloat16 and a float32 matrix has a meta result (the first one's dtype)
+where the CPU raises, and the convolution meta kernel computes a size from a zero stride or a
+negative padding. `check(op, args, kwargs)` raises what the CPU raises for such calls, with its
+message, so the executor (which names the op) rejects them as the CPU does. `CHECKS` maps an
+overload packet's name (`aten.mm`: every overload, `out=` ones too) to a function taking the
+schema's arguments; it runs on the call's own tensors (overlap checks need their storages).
+"""
+from __future__ import annotations
+
+import torch
+
+from .cpu_messages import cpp_type_name, scalar_type_name
+
+
+def _tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+# ---- the matmul family: the CPU's BLAS kernels take one dtype
+
+
+def _mm(self, mat2, *_, **__):
+    if _tensor(self) and _tensor(mat2) and self.dtype != mat2.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{cpp_type_name(self.dtype)} != {cpp_type_name(mat2.dtype)}")
+
+
+def _addmm_like(self, mat1, mat2):
+    """addmm's order: the two matrices, then the added tensor against the second one."""
+    if mat1.dtype != mat2.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                           f"{scalar_type_name(mat1.dtype)} and {scalar_type_name(mat2.dtype)}")
+    if _tensor(self) and self.dtype != mat2.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{scalar_type_name(self.dtype)} and {scalar_type_name(mat2.dtype)}")
+
+
+def _addmm(self, mat1, mat2, *_, **__):
+    _addmm_like(self, mat1, mat2)
+
+
+def _addbmm(self, batch1, batch2, *_, **__):
+    _addmm_like(self, batch1, batch2)
+
+
+def _mv(self, vec, *_, **__):
+    if self.dtype != vec.dtype:
+        result = torch.promote_types(self.dtype, vec.dtype)
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{scalar_type_name(result)}, {scalar_type_name(self.dtype)}, and "
+                           f"{scalar_type_name(vec.dtype)}")
+
+
+# ---- convolution: at::_convolution's checks (aten/src/ATen/native/Convolution.cpp)
+
+
+def _expand(values, dim, name):
+    values = list(values)
+    if len(values) == 1:
+        return values * dim
+    if len(values) != dim:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {dim} values to match "
+                           f"the convolution dimensions, but got {name}={values}")
+    return values
+
+
+def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, *_, **__):
+    dim = weight.dim() - 2
+    if dim <= 0:
+        raise RuntimeError("weight should have at least three dimensions")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    stride = _expand(stride, dim, "stride")
+    padding = _expand(padding, dim, "padding")
+    dilation = _expand(dilation, dim, "dilation")
+    output_padding = _expand(output_padding, dim, "output_padding")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in output_padding):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    k, w = input.dim(), list(weight.shape)
+    if weight.dim() != k:
+        raise RuntimeError(f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight {w}, but got "
+                           f"{k}-dimensional input of size {list(input.shape)} instead")
+    if w[0] < groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
+                           f"but got weight of size {w} instead")
+    if w[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                           f"but got weight of size [{w}] instead")
+    channels = input.shape[1]
+    if not transposed:
+        if channels != w[1] * groups:
+            raise RuntimeError(f"Given groups={groups}, weight of size {w}, expected input{list(input.shape)} to "
+                               f"have {w[1] * groups} channels, but got {channels} channels instead")
+        if bias is not None and (bias.dim() != 1 or bias.shape[0] != w[0]):
+            raise RuntimeError(f"Given weight of size {w}, expected bias to be 1-dimensional with {w[0]} elements, "
+                               f"but got bias of size {list(bias.shape)} instead")
+        padded = [input.shape[i + 2] + 2 * padding[i] for i in range(dim)]
+        kernel = [dilation[i] * (w[i + 2] - 1) + 1 for i in range(dim)]
+        if any(p < q for p, q in zip(padded, kernel)):
+            raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                               f"Kernel size: ({' x '.join(map(str, kernel))}). "
+                               "Kernel size can't be greater than actual input size")
+    else:
+        if channels != w[0]:
+            raise RuntimeError(f"Given transposed={int(bool(transposed))}, weight of size {w}, expected "
+                               f"input{list(input.shape)} to have {w[0]} channels, but got {channels} "
+                               "channels instead")
+        if bias is not None and (bias.dim() != 1 or bias.shape[0] != w[1] * groups):
+            raise RuntimeError(f"Given transposed={int(bool(transposed))}, weight of size {w}, expected bias to be "
+                               f"1-dimensional with {w[1] * groups} elements, but got bias of size "
+                               f"{list(bias.shape)} instead")
+    if input.dtype != weight.dtype:
+        raise RuntimeError(f"Input type ({cpp_type_name(input.dtype)}) and weight type "
+                           f"({cpp_type_name(weight.dtype)}) should be the same")
+    if bias is not None and input.dtype != bias.dtype:
+        raise RuntimeError(f"Input type ({cpp_type_name(input.dtype)}) and bias type "
+                           f"({cpp_type_name(bias.dtype)}) should be the same")
+
+
+# ---- written-to tensors that overlap an input (at::assert_no_overlap, aten/src/ATen/MemoryOverlap.cpp):
+# kernels that read an input while they write must not write where they read
+
+
+def _extent(t):
+    """The byte range [start, end) the view `t` spans in its storage (None: it spans none)."""
+    if t.numel() == 0:
+        return None
+    last = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+    start = t.data_ptr() - sum((n - 1) * -s for n, s in zip(t.shape, t.stride()) if s < 0) * t.element_size()
+    return start, start + (last + 1) * t.element_size()
+
+
+def overlap(a, b):
+    """"full" if views `a` and `b` are the same memory, "partial" if they share some, else None."""
+    if not (_tensor(a) and _tensor(b)) or a.device != b.device:
+        return None
+    ea, eb = _extent(a), _extent(b)
+    if ea is None or eb is None or ea[1] <= eb[0] or eb[1] <= ea[0]:
+        return None
+    if (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.element_size() == b.element_size()):
+        return "full"
+    return "partial"
+
+
+def _no_overlap(written, read, partial_only=False):
+    status = overlap(written, read)
+    if status == "partial" or (status == "full" and not partial_only):
+        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                           "refer to a single memory location. Please clone() the tensor before performing the "
+                           "operation.")
+
+
+def _no_internal_overlap(written):
+    """at::assert_no_internal_overlap: an expanded (stride 0) written-to tensor, checked before a resize."""
+    if _tensor(written) and any(n > 1 and s == 0 for n, s in zip(written.shape, written.stride())):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _index_select(self, dim, index, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, self)
+    _no_overlap(out, index)
+
+
+def _take(self, index, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, index)
+    _no_overlap(out, self)
+
+
+def _masked_select(self, mask, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, self)
+    _no_overlap(out, mask)
+
+
+def _gather(self, dim, index, *_, out=None, **__):
+    _no_internal_overlap(out)
+    _no_overlap(out, self)
+    _no_overlap(out, index, partial_only=True)
+
+
+def _kthvalue(self, k, *_, values=None, indices=None, **__):
+    _no_overlap(values, self)
+    _no_overlap(indices, self)
+
+
+# ---- cat (aten/src/ATen/native/TensorShape.cpp: cat's meta function on the CPU)
+
+
+def _cat(tensors, dim=0, *_, out=None, **__):
+    tensors = list(tensors)
+    for i, t in enumerate(tensors):
+        if t.dim() == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    shaped = [t for t in tensors if not (t.dim() == 1 and t.numel() == 0)]  # legacy empty tensors: skipped
+    for t in shaped[1:]:
+        if t.dim() != shaped[0].dim():
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {shaped[0].dim()} and {t.dim()}")
+    _no_internal_overlap(out)
+    for t in tensors:
+        _no_overlap(out, t)
+
+
+# ---- reductions without an identity (aten/src/ATen/native/ReduceOps.cpp)
+
+
+def _amax_amin(name):
+    def check(self, dim=(), keepdim=False, *_, out=None, **__):
+        if _tensor(out) and out.dtype != self.dtype:
+            raise RuntimeError(f"Expected the dtype for input and out to match, but got "
+                               f"{scalar_type_name(self.dtype)} for input's dtype and "
+                               f"{scalar_type_name(out.dtype)} for out's dtype.")
+        if self.numel() == 0:
+            dims = [dim] if isinstance(dim, int) else list(dim)
+            if not dims:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                                   "Specify the reduction dim with the 'dim' argument.")
+            for d in dims:
+                d = d + self.dim() if d < 0 else d
+                if 0 <= d < self.dim() and self.shape[d] == 0:
+                    raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    return check
+
+
+# ---- multinomial (aten/src/ATen/native/Distributions.cpp: multinomial_out)
+
+
+def _multinomial(self, num_samples, replacement=False, *_, out=None, **__):
+    if not 0 < self.dim() <= 2:
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{scalar_type_name(self.dtype)}")
+    if _tensor(out) and out.dtype != torch.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {scalar_type_name(out.dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if self.shape[-1] > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+
+
+def _masked_scatter(self, mask, source, *_, **__):
+    if _tensor(mask) and mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{scalar_type_name(mask.dtype)}")
+
+
+def _embedding(weight, indices, *_, **__):
+    if weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
+
+
+# ---- scalar arguments and out= dtypes
+
+
+_OVERFLOW_NAME = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16",
+    torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
+    torch.uint8: "uint8_t",
+}
+
+
+def _masked_fill(self, mask, value, *_, **__):
+    """c10::checked_convert: a number the tensor's dtype cannot hold (a finite float beyond its range,
+    an int dtype's non-finite or out-of-range value, a complex one with an imaginary part for a real
+    dtype). A value tensor is read only where it is complex and `self` is not."""
+    if self.dtype not in _OVERFLOW_NAME:
+        return
+    if _tensor(value):
+        if not (value.dtype.is_complex and value.dim() == 0):
+            return
+        value = value.item()
+    if isinstance(value, complex):
+        if value.imag != 0:
+            raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[self.dtype]} without overflow")
+        value = value.real
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if self.dtype.is_floating_point:
+        bad = value == value and abs(value) != float("inf") and abs(value) > torch.finfo(self.dtype).max
+    else:
+        info = torch.iinfo(self.dtype)
+        bad = (value != value or abs(value) == float("inf")) or not info.min <= value <= info.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[self.dtype]} without overflow")
+
+
+def _uniform(self, from_=0.0, to=1.0, *_, **__):
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
+
+
+def _bucketize(self, boundaries, *_, **__):
+    if _tensor(boundaries) and boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+
+
+def _aminmax(self, *_, min=None, max=None, **__):
+    for out in (min, max):
+        if _tensor(out) and out.dtype != self.dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {cpp_type_name(self.dtype)}, but got "
+                               f"{cpp_type_name(out.dtype)} instead")
+
+
+def _complex(real, imag, *_, out=None, **__):
+    if _tensor(out) and _tensor(real) and real.dtype.is_floating_point:
+        expected = torch.complex128 if real.dtype == torch.float64 else torch.complex64
+        if out.dtype != expected:
+            raise RuntimeError(f"Expected object of scalar type {scalar_type_name(expected)} but got scalar type "
+                               f"{scalar_type_name(out.dtype)} for argument 'out'")
+
+
+CHECKS = {
+    "aten.mm": _mm,
+    "aten.addmm": _addmm,
+    "aten.addbmm": _addbmm,
+    "aten.mv": _mv,
+    "aten.convolution": _convolution,
+    "aten.index_select": _index_select,
+    "aten.take": _take,
+    "aten.masked_select": _masked_select,
+    "aten.gather": _gather,
+    "aten.kthvalue": _kthvalue,
+    "aten.cat": _cat,
+    "aten.amax": _amax_amin("amax"),
+    "aten.amin": _amax_amin("amin"),
+    "aten.multinomial": _multinomial,
+    "aten.embedding": _embedding,
+    "aten.masked_scatter": _masked_scatter,
+    "aten.masked_scatter_": _masked_scatter,
+    "aten.masked_fill": _masked_fill,
+    "aten.uniform": _uniform,
+    "aten.uniform_": _uniform,
+    "aten.bucketize": _bucketize,
+    "aten.aminmax": _aminmax,
+    "aten.complex": _complex,
+}
+
+
+def check(op, args, kwargs) -> None:
+    """Raise what the CPU's kernel of `op` (an OpOverload) raises for these arguments, if it is one
+    of the errors PyTorch's meta kernel does not raise."""
+    fn = CHECKS.get(str(op.overloadpacket))
+    if fn is not None:
+        fn(*args, **kwargs)
