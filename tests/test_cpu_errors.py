@@ -171,3 +171,16 @@ def test_set_device_past_the_count_is_a_runtime_error():
     before = torch.neuron.current_device()
     _device_error(lambda dev: torch.neuron.set_device(int(dev.split(":")[1])))
     assert torch.neuron.current_device() == before
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_number_the_cached_executable_never_saw_is_still_checked(inplace):
+    """A Python number's value is not part of the executable's key: masked_fill(int8, 1) compiles
+    and caches, and masked_fill(int8, 1000) must still raise the CPU's overflow error, not wrap."""
+    for device in ("cpu", "neuron"):
+        t = torch.zeros(3, dtype=torch.int8, device=device)
+        mask = torch.tensor([True, False, True], device=device)
+        fill = t.masked_fill_ if inplace else t.masked_fill
+        assert fill(mask, 1).cpu().tolist() == [1, 0, 1]
+        with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+            fill(mask, 1000)

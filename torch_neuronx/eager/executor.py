@@ -216,6 +216,11 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         raise devices.bad_fork_error()
     if _pending_events() or storage.applying:
         storage.sync()
+    if spec.value_check is not None:
+        try:
+            spec.value_check(*args, **kwargs)
+        except Exception as e:
+            raise named(e, spec.name) from None
     call, buffers, key = _describe(spec, args, kwargs)
     entry = executable_cache().get(key)
     if entry is None:

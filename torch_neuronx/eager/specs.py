@@ -9,7 +9,7 @@ import threading
 
 import torch
 
-from ..ops import LOWERINGS
+from ..ops import LOWERINGS, argument_checks
 from ..ops.protocol import ArgKind, arg_kind
 from ..ops.variants import functional_of
 
@@ -42,6 +42,7 @@ class OpSpec:
         gens = [i for i, k in enumerate(self.kinds) if k == ArgKind.GENERATOR]
         self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
         self.rng_key = lowering is not None and lowering.rng  # a random op whose schema has no Generator
+        self.value_check = argument_checks.every_call_check(op)  # reads Python numbers: runs on cache hits too
 
     def arg_value(self, args, kwargs, name):
         i = self.arg_names.index(name)

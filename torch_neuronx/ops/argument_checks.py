@@ -343,12 +343,24 @@ CHECKS = {
     "aten.masked_scatter": _masked_scatter,
     "aten.masked_scatter_": _masked_scatter,
     "aten.masked_fill": _masked_fill,
+    "aten.masked_fill_": _masked_fill,
     "aten.uniform": _uniform,
     "aten.uniform_": _uniform,
     "aten.bucketize": _bucketize,
     "aten.aminmax": _aminmax,
     "aten.complex": _complex,
 }
+
+
+# Checks that read a Python number's value, which is not part of an executable's key: they run on
+# every call, not only when the op compiles (a cached masked_fill(int8, 1) must not let 1000 through)
+_ON_EVERY_CALL = frozenset({"aten.masked_fill", "aten.masked_fill_", "aten.uniform", "aten.uniform_"})
+
+
+def every_call_check(op):
+    """The check of `op` that must run on every call (None for most ops)."""
+    name = str(op.overloadpacket)
+    return CHECKS[name] if name in _ON_EVERY_CALL else None
 
 
 def check(op, args, kwargs) -> None:
