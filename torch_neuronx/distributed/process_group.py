@@ -26,6 +26,11 @@ class MismatchError(RuntimeError):
     """The ranks did not call the same collective on the same shapes and dtypes."""
 
 
+def _reduce_op(opts):
+    """The reduction c10d's options ask for (SUM when there are none)."""
+    return opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+
+
 def checks_enabled() -> bool:
     return os.environ.get(CHECKS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -151,8 +156,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     # -- reductions ---------------------------------------------------------------------------
     def allreduce(self, tensors, opts=None):
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        staged = [Staged(t, read=True, write=True, reduce=op, group_size=self.size()) for t in tensors]
+        op = _reduce_op(opts)
+        staged = self._stage(tensors, read=True, write=True, reduce=op)
         ops = [gloo_op(op, t.dtype, "all_reduce") for t in tensors]
 
         def launch():
@@ -162,12 +167,11 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return self._start("all_reduce", f"{op_name(op)} {_sig(tensors)}", staged, list(tensors), launch)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, self._gloo_opts(dist.AllreduceOptions, reduceOp=opts.reduceOp) if opts else None)
+        return self.allreduce(tensors, opts)
 
     def reduce(self, tensors, opts):
         op, root = opts.reduceOp, opts.rootRank
-        is_root = self.rank() == root
-        staged = [Staged(t, read=True, write=is_root, reduce=op, group_size=self.size()) for t in tensors]
+        staged = self._stage(tensors, read=True, write=self.rank() == root, reduce=op)
         gop = gloo_op(op, tensors[0].dtype, "reduce")
 
         def launch():
@@ -177,13 +181,12 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return self._start("reduce", f"{op_name(op)} root={root} {_sig(tensors)}", staged, list(tensors), launch)
 
     def reduce_scatter_single(self, output, inp, opts=None):
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        return self.reduce_scatter_single_coalesced([output], [inp], self._gloo_opts(dist.ReduceScatterOptions, reduceOp=op))
+        return self.reduce_scatter_single_coalesced([output], [inp], opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        op = _reduce_op(opts)
         for o, i in zip(outputs, inputs):
             if i.numel() != o.numel() * self.size() or o.dtype != i.dtype:
                 raise ValueError(
@@ -209,16 +212,15 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def reduce_scatter(self, outputs, input_lists, opts=None):
         """Each output gets the reduction of the ranks' inputs at this rank's position: one Gloo
         reduce-scatter per output, of its inputs concatenated on the host."""
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        op = _reduce_op(opts)
         for o, inputs in zip(outputs, input_lists):
             for t in inputs:
                 if t.shape != o.shape or t.dtype != o.dtype:
                     raise ValueError(f"reduce_scatter: every input must have the output's shape {list(o.shape)} "
                                      f"and dtype {o.dtype}, got {list(t.shape)} {t.dtype}")
         gops = [gloo_op(op, o.dtype, "reduce_scatter") for o in outputs]
-        staged_out = [Staged(o, read=False, write=True, reduce=op, group_size=self.size()) for o in outputs]
-        staged_in = [[Staged(t, read=True, write=False, reduce=op, group_size=self.size()) for t in inputs]
-                     for inputs in input_lists]
+        staged_out = self._stage(outputs, read=False, write=True, reduce=op)
+        staged_in = [self._stage(inputs, read=True, write=False, reduce=op) for inputs in input_lists]
 
         def launch():
             return [self._gloo._reduce_scatter_base(so.host.view(-1), torch.cat([s.host.reshape(-1) for s in ins]),
@@ -232,7 +234,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def broadcast(self, tensors, opts):
         root = opts.rootRank
         is_root = self.rank() == root
-        staged = [Staged(t, read=is_root, write=not is_root) for t in tensors]
+        staged = self._stage(tensors, read=is_root, write=not is_root)
 
         def launch():
             return [self._gloo.broadcast([s.host], self._gloo_opts(dist.BroadcastOptions, rootRank=root, rootTensor=0))
@@ -323,8 +325,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                                  f"among {size} ranks when no split sizes are given")
         if self._checks and size > 1 and (out_splits or in_splits):
             self._agree_splits(inp, output, in_splits, out_splits)
-        staged_out = Staged(output, read=False, write=True)
-        staged_in = Staged(inp, read=True, write=False)
+        (staged_out,) = self._stage([output], read=False, write=True)
+        (staged_in,) = self._stage([inp], read=True, write=False)
 
         def launch():
             return self._gloo.alltoall_base(staged_out.host, staged_in.host, out_splits, in_splits, dist.AllToAllOptions())

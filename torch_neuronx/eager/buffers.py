@@ -64,7 +64,6 @@ def copy_into(dst: torch.Tensor, arr) -> None:
     executor.run(spec_for(aten.copy_.default), (dst, tmp), {})
 
 
-
 def take_from_host(dst: torch.Tensor, host: torch.Tensor) -> None:
     """Write a contiguous CPU tensor of dst's dtype and shape into neuron tensor dst; `host` is
     handed over (on the CPU platform the device buffer may alias it): the caller must not touch it."""

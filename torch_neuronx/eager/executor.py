@@ -216,11 +216,8 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         raise devices.bad_fork_error()
     if _pending_events() or storage.applying:
         storage.sync()
-    if spec.value_check is not None:
-        try:
-            spec.value_check(*args, **kwargs)
-        except Exception as e:
-            raise named(e, spec.name) from None
+    if spec.checks_every_call:
+        argument_checks.check(spec.op, args, kwargs)
     call, buffers, key = _describe(spec, args, kwargs)
     entry = executable_cache().get(key)
     if entry is None:
@@ -350,10 +347,7 @@ def _import_meta_dependencies() -> None:
 def _meta_call(spec, args, kwargs):
     """The op on meta tensors of the same layouts: PyTorch's own checks, result dtypes and strides."""
     _import_meta_dependencies()
-    try:
-        argument_checks.check(spec.op, args, kwargs)  # the CPU's checks meta lacks
-    except Exception as e:
-        raise named(e, spec.name) from None
+    argument_checks.check(spec.op, args, kwargs)  # the CPU's checks meta lacks
     margs = [_to_meta(a) for a in args]
     mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if "device" in spec.arg_names and "device" not in mkwargs:

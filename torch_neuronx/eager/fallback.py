@@ -30,10 +30,7 @@ def fallback(op, *args, **kwargs):
         active = _state.decomposing = set()
     decomp = decomposition_table().get(op)
     if decomp is not None and op not in active:
-        try:
-            argument_checks.check(op, args, kwargs)  # the CPU's checks the decomposition lacks
-        except Exception as e:
-            raise named(e, str(op)) from None
+        argument_checks.check(op, args, kwargs)  # the CPU's checks the decomposition lacks
         metrics.decomposed(str(op))
         active.add(op)
         try:

@@ -42,7 +42,7 @@ class OpSpec:
         gens = [i for i, k in enumerate(self.kinds) if k == ArgKind.GENERATOR]
         self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
         self.rng_key = lowering is not None and lowering.rng  # a random op whose schema has no Generator
-        self.value_check = argument_checks.every_call_check(op)  # reads Python numbers: runs on cache hits too
+        self.checks_every_call = argument_checks.checks_every_call(op)  # reads Python numbers: on cache hits too
 
     def arg_value(self, args, kwargs, name):
         i = self.arg_names.index(name)

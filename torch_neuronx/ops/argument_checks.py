@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .cpu_messages import cpp_type_name, scalar_type_name
+from .cpu_messages import cpp_type_name, named, scalar_type_name
 
 
 def _tensor(x) -> bool:
@@ -357,15 +357,17 @@ CHECKS = {
 _ON_EVERY_CALL = frozenset({"aten.masked_fill", "aten.masked_fill_", "aten.uniform", "aten.uniform_"})
 
 
-def every_call_check(op):
-    """The check of `op` that must run on every call (None for most ops)."""
-    name = str(op.overloadpacket)
-    return CHECKS[name] if name in _ON_EVERY_CALL else None
+def checks_every_call(op) -> bool:
+    """Whether `op`'s check must run on every call, not only when it compiles."""
+    return str(op.overloadpacket) in _ON_EVERY_CALL
 
 
 def check(op, args, kwargs) -> None:
     """Raise what the CPU's kernel of `op` (an OpOverload) raises for these arguments, if it is one
-    of the errors PyTorch's meta kernel does not raise."""
+    of the errors PyTorch's meta kernel does not raise: its type, the CPU's message, the op named."""
     fn = CHECKS.get(str(op.overloadpacket))
     if fn is not None:
-        fn(*args, **kwargs)
+        try:
+            fn(*args, **kwargs)
+        except Exception as e:
+            raise named(e, str(op)) from None

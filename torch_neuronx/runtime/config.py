@@ -47,25 +47,19 @@ def _parse_cores(text: str, var: str) -> list[int]:
     return cores
 
 
-def _visible_text() -> str | None:
-    """NEURON_RT_VISIBLE_CORES, or under a launcher (LOCAL_RANK set) the launcher's local rank."""
+def _visible() -> tuple[str | None, str]:
+    """(the visible cores' text, the variable it came from): NEURON_RT_VISIBLE_CORES, or under a
+    launcher (LOCAL_RANK set) the launcher's local rank."""
     text = os.environ.get("NEURON_RT_VISIBLE_CORES")
     if text:
-        return text
-    local_rank = os.environ.get("LOCAL_RANK", "").strip()
-    return local_rank or None
+        return text, "NEURON_RT_VISIBLE_CORES"
+    return os.environ.get("LOCAL_RANK", "").strip() or None, "LOCAL_RANK"
 
 
 def launcher_core() -> int | None:
     """The core a launcher gave this process (LOCAL_RANK, when NEURON_RT_VISIBLE_CORES is unset)."""
-    if os.environ.get("NEURON_RT_VISIBLE_CORES"):
-        return None
-    local_rank = os.environ.get("LOCAL_RANK", "").strip()
-    return int(local_rank) if local_rank.isdigit() else None
-
-
-def _visible_var() -> str:
-    return "NEURON_RT_VISIBLE_CORES" if os.environ.get("NEURON_RT_VISIBLE_CORES") else "LOCAL_RANK"
+    text, var = _visible()
+    return int(text) if var == "LOCAL_RANK" and text is not None and text.isdigit() else None
 
 
 def host_device_count() -> int:
@@ -82,20 +76,19 @@ def host_device_count() -> int:
     local_world = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
     if local_world.isdigit():
         count = max(count, int(local_world))
-    visible = _visible_text()
+    visible, var = _visible()
     if visible:
-        count = max(count, max(_parse_cores(visible, _visible_var())) + 1)
+        count = max(count, max(_parse_cores(visible, var)) + 1)
     return count
 
 
 def visible_cores(available: int) -> list[int]:
     """Indices, among the platform's `available` devices, that this process uses as neuron:0..N-1."""
-    visible = _visible_text()
+    visible, var = _visible()
     if not visible:
         if platform() == "cpu":
             available = min(available, host_device_count())
         return list(range(available))
-    var = _visible_var()
     cores = _parse_cores(visible, var)
     bad = [c for c in cores if c >= available]
     if bad:

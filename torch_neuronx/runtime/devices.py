@@ -69,8 +69,7 @@ def _set_native_count(n: int) -> None:
 def jax_devices() -> list:
     """The PJRT devices behind neuron:0..N-1 (starts jax on first call)."""
     global _devices
-    if forked_after_start:
-        raise bad_fork_error()
+    check_not_forked()
     if _devices is not None:
         return _devices
     with _lock:
