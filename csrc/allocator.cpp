@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -27,15 +28,26 @@ struct AllocationContext {
   int8_t device;
 };
 
+// Each device's counters under its own mutex: the deleter runs on any thread.
 struct DeviceCounters {
-  std::atomic<int64_t> bytes_current{0};
-  std::atomic<int64_t> bytes_peak{0};
-  std::atomic<int64_t> allocs_current{0};
-  std::atomic<int64_t> allocs_peak{0};
-  std::atomic<int64_t> num_alloc{0};
-  std::atomic<int64_t> num_free{0};
+  std::mutex mutex;
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  int64_t capacity = 0; // bytes; 0: unbounded
 };
 DeviceCounters g_counters[kMaxDevices];
+
+constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+void count_allocation(c10::CachingDeviceAllocator::DeviceStats& st, size_t nbytes) {
+  for (auto* stat : {&st.allocation[kAll], &st.active[kAll], &st.segment[kAll]}) {
+    stat->increase(1);
+  }
+  for (auto* stat : {&st.allocated_bytes[kAll], &st.active_bytes[kAll],
+                     &st.requested_bytes[kAll], &st.reserved_bytes[kAll]}) {
+    stat->increase(nbytes);
+  }
+  st.num_device_alloc += 1;
+}
 
 // The queue is a plain mutex + vector: deleters run on arbitrary threads,
 // often while the GIL is held by someone, so they must never need the GIL.
@@ -61,13 +73,6 @@ void push_event(const StorageEvent& ev) {
   g_pending.store(g_queue.size(), std::memory_order_release);
 }
 
-void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
-  int64_t seen = peak.load(std::memory_order_relaxed);
-  while (value > seen &&
-         !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
-}
-
 DeviceCounters& counters_for(int device) {
   return g_counters[std::clamp(device, 0, kMaxDevices - 1)];
 }
@@ -75,17 +80,70 @@ DeviceCounters& counters_for(int device) {
 // Deleter: no GIL, no Python; just a FREE event and bookkeeping.
 void delete_allocation(void* raw) {
   auto* ctx = static_cast<AllocationContext*>(raw);
+  {
+    // The storage is gone (allocated drops now); its buffer stays reserved until
+    // Python drains this FREE (drain_events).
+    auto& c = counters_for(ctx->device);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.allocation[kAll].decrease(1);
+    c.stats.active[kAll].decrease(1);
+    c.stats.allocated_bytes[kAll].decrease(ctx->nbytes);
+    c.stats.active_bytes[kAll].decrease(ctx->nbytes);
+    c.stats.requested_bytes[kAll].decrease(ctx->nbytes);
+  }
   push_event({kFree, ctx->key, 0, ctx->nbytes, ctx->device});
-  auto& c = counters_for(ctx->device);
-  c.bytes_current.fetch_sub(static_cast<int64_t>(ctx->nbytes));
-  c.allocs_current.fetch_sub(1);
-  c.num_free.fetch_add(1);
   delete ctx;
 }
 
-struct NeuronAllocator final : c10::Allocator {
+// A DeviceAllocator, so torch.accelerator's memory functions reach it.
+struct NeuronAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     return allocate_on(nbytes, current_device());
+  }
+
+  bool initialized() override {
+    return device_count() > 0;
+  }
+
+  void emptyCache(c10::MempoolId_t /*pool*/) override {
+    if (RuntimeHooks* hooks = runtime_hooks()) {
+      hooks->empty_cache();
+    }
+  }
+
+  // A buffer that work on another stream still reads stays alive by itself (the
+  // platform holds it until that work is done), so there is nothing to record.
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    TORCH_CHECK(
+        stream.device_type() == kNeuron,
+        "record_stream: expected a neuron stream, got a ",
+        stream.device_type(),
+        " stream");
+    TORCH_CHECK(
+        ptr.device().index() < 0 || ptr.device().index() == stream.device_index(),
+        "record_stream: the tensor is on neuron:",
+        static_cast<int>(ptr.device().index()),
+        " but the stream is on neuron:",
+        static_cast<int>(stream.device_index()));
+  }
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return memory_stats(device);
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    reset_accumulated_memory_stats(device);
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    reset_peak_memory_stats(device);
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const auto st = memory_stats(device);
+    const int64_t total = memory_capacity(device);
+    const int64_t used = st.reserved_bytes[kAll].current;
+    return {static_cast<size_t>(std::max<int64_t>(total - used, 0)), static_cast<size_t>(total)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
@@ -122,13 +180,36 @@ c10::DataPtr allocate_on(size_t nbytes, c10::DeviceIndex device) {
       "neuron allocator: cannot allocate ",
       nbytes,
       " bytes");
+  {
+    auto& c = counters_for(device);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    const int64_t allocated = c.stats.allocated_bytes[kAll].current;
+    if (c.capacity > 0 && allocated + static_cast<int64_t>(nbytes) > c.capacity) {
+      c.stats.num_ooms += 1;
+      const int64_t reserved = c.stats.reserved_bytes[kAll].current;
+      TORCH_CHECK_WITH(
+          OutOfMemoryError,
+          false,
+          "neuron out of memory. Tried to allocate ",
+          format_bytes(static_cast<int64_t>(nbytes)),
+          ". neuron:",
+          static_cast<int>(device),
+          " has a total capacity of ",
+          format_bytes(c.capacity),
+          " of which ",
+          format_bytes(std::max<int64_t>(c.capacity - allocated, 0)),
+          " is free. Of the allocated memory ",
+          format_bytes(allocated),
+          " is allocated by PyTorch, and ",
+          format_bytes(std::max<int64_t>(reserved - allocated, 0)),
+          " is reserved by PyTorch but unallocated (torch.neuron.empty_cache() releases it). "
+          "The capacity is TORCH_NEURONX_CORE_MEMORY's, or the platform's memory when it is unset.");
+    }
+    count_allocation(c.stats, nbytes);
+  }
   const uint64_t span = (nbytes + kAlignment - 1) & ~(kAlignment - 1);
   const uint64_t key = g_next_address.fetch_add(span);
   auto* ctx = new AllocationContext{key, nbytes, static_cast<int8_t>(device)};
-  auto& c = counters_for(device);
-  raise_peak(c.bytes_peak, c.bytes_current.fetch_add(nbytes) + nbytes);
-  raise_peak(c.allocs_peak, c.allocs_current.fetch_add(1) + 1);
-  c.num_alloc.fetch_add(1);
   // NOLINTNEXTLINE(performance-no-int-to-ptr): fake, never dereferenced
   return c10::DataPtr(
       reinterpret_cast<void*>(key), ctx, &delete_allocation, dev);
@@ -171,9 +252,21 @@ void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
 
 std::vector<StorageEvent> drain_events() {
   std::vector<StorageEvent> out;
-  std::lock_guard<std::mutex> lock(g_queue_mutex);
-  out.swap(g_queue);
-  g_pending.store(0, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(g_queue_mutex);
+    out.swap(g_queue);
+    g_pending.store(0, std::memory_order_release);
+  }
+  // Python releases these buffers now: they stop being reserved.
+  for (const StorageEvent& ev : out) {
+    if (ev.kind == kFree) {
+      auto& c = counters_for(ev.device);
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.stats.reserved_bytes[kAll].decrease(ev.nbytes);
+      c.stats.segment[kAll].decrease(1);
+      c.stats.num_device_free += 1;
+    }
+  }
   return out;
 }
 
@@ -186,23 +279,86 @@ size_t pending_events() noexcept {
   return g_pending.load(std::memory_order_acquire);
 }
 
-MemoryStats memory_stats(int device) {
-  check_device_index(device);
-  const auto& c = g_counters[device];
-  return MemoryStats{
-      c.bytes_current.load(),
-      c.bytes_peak.load(),
-      c.allocs_current.load(),
-      c.allocs_peak.load(),
-      c.num_alloc.load(),
-      c.num_free.load()};
-}
-
-void reset_peak_memory_stats(int device) {
+c10::CachingDeviceAllocator::DeviceStats memory_stats(c10::DeviceIndex device) {
   check_device_index(device);
   auto& c = g_counters[device];
-  c.bytes_peak.store(c.bytes_current.load());
-  c.allocs_peak.store(c.allocs_current.load());
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.stats;
+}
+
+void reset_peak_memory_stats(c10::DeviceIndex device) {
+  check_device_index(device);
+  auto& c = g_counters[device];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto& st = c.stats;
+  for (auto* arr : {&st.allocation, &st.segment, &st.active, &st.inactive_split,
+                    &st.allocated_bytes, &st.reserved_bytes, &st.active_bytes,
+                    &st.inactive_split_bytes, &st.requested_bytes}) {
+    for (auto& stat : *arr) {
+      stat.reset_peak();
+    }
+  }
+  st.oversize_allocations.reset_peak();
+  st.oversize_segments.reset_peak();
+}
+
+void reset_accumulated_memory_stats(c10::DeviceIndex device) {
+  check_device_index(device);
+  auto& c = g_counters[device];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto& st = c.stats;
+  for (auto* arr : {&st.allocation, &st.segment, &st.active, &st.inactive_split,
+                    &st.allocated_bytes, &st.reserved_bytes, &st.active_bytes,
+                    &st.inactive_split_bytes, &st.requested_bytes}) {
+    for (auto& stat : *arr) {
+      stat.reset_accumulated();
+    }
+  }
+  st.oversize_allocations.reset_accumulated();
+  st.oversize_segments.reset_accumulated();
+  st.num_alloc_retries = 0;
+  st.num_ooms = 0;
+  st.num_sync_all_streams = 0;
+  st.num_device_alloc = 0;
+  st.num_device_free = 0;
+}
+
+void set_memory_capacity(c10::DeviceIndex device, int64_t bytes) {
+  check_device_index(device);
+  TORCH_CHECK(bytes >= 0, "neuron memory capacity must be >= 0 bytes, got ", bytes);
+  auto& c = g_counters[device];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.capacity = bytes;
+}
+
+int64_t memory_capacity(c10::DeviceIndex device) {
+  check_device_index(device);
+  auto& c = g_counters[device];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.capacity;
+}
+
+void record_out_of_memory(c10::DeviceIndex device) {
+  auto& c = counters_for(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.num_ooms += 1;
+}
+
+// As CUDA's messages spell sizes: 1.50 GiB, 512.00 MiB, 12 bytes.
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) {
+    return std::to_string(bytes) + " bytes";
+  }
+  double value = static_cast<double>(bytes) / 1024.0;
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f %s", value, units[unit]);
+  return text;
 }
 
 } // namespace torch_neuronx

@@ -6,6 +6,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <atomic>
 
 namespace torch_neuronx {
@@ -14,20 +15,31 @@ namespace {
 // 0 until Python calls _set_device_count: using the device before that fails
 // with a clear "0 devices" error instead of silently inventing a device.
 std::atomic<int> g_device_count{0};
-// Like CUDA, every thread starts on device 0.
+// Like CUDA, every thread starts on device 0, on each device's default stream.
 thread_local c10::DeviceIndex t_current_device = 0;
-std::atomic<SynchronizeHook> g_synchronize_hook{nullptr};
+thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};
+std::atomic<RuntimeHooks*> g_hooks{nullptr};
 
-void synchronize(c10::DeviceIndex index) {
-  if (SynchronizeHook hook = g_synchronize_hook.load()) {
-    hook(index);
-  }
-}
+// Stream ids: 0 is the default stream, 1..kPoolSize the pool getStreamFromGlobalPool
+// hands out round-robin (as CUDA's), above that one per getNewStream.
+constexpr c10::StreamId kPoolSize = 32;
+std::atomic<uint64_t> g_pool_next{0};
+std::atomic<c10::StreamId> g_next_stream{kPoolSize + 1};
+std::atomic<uint64_t> g_next_event{1};
 
 } // namespace
 
-void set_synchronize_hook(SynchronizeHook hook) {
-  g_synchronize_hook.store(hook);
+void set_runtime_hooks(RuntimeHooks* hooks) {
+  g_hooks.store(hooks);
+}
+
+RuntimeHooks* runtime_hooks() noexcept {
+  return g_hooks.load();
+}
+
+c10::StreamId current_stream_id(c10::DeviceIndex index) {
+  check_device_index(index);
+  return t_current_stream[index];
 }
 
 int device_count() noexcept {
@@ -76,8 +88,12 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
 
 namespace {
 
-// One default stream per device; all work on a device is ordered on it, so
-// streams and events are trivially synchronous.
+uint64_t event_id(void* event) {
+  return reinterpret_cast<uint64_t>(event);
+}
+
+// Streams are ids; what was launched on each and every event's state live in Python
+// (runtime/streams.py), reached through RuntimeHooks.
 struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   NeuronGuardImpl() = default;
 
@@ -109,64 +125,103 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getStream(c10::Device d) const override {
-    return default_stream(d);
+    const c10::DeviceIndex index = resolve(d);
+    return make_stream(index, t_current_stream[index]);
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return default_stream(d);
+    return make_stream(resolve(d), 0);
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
-    return default_stream(d);
+    return make_stream(resolve(d), 1 + static_cast<c10::StreamId>(g_pool_next++ % kPoolSize));
   }
 
   c10::Stream getNewStream(c10::Device d, int) const override {
-    return default_stream(d);
+    return make_stream(resolve(d), g_next_stream++);
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {
-    return default_stream(s.device());
+    const c10::DeviceIndex index = resolve(s.device());
+    const c10::StreamId previous = t_current_stream[index];
+    t_current_stream[index] = s.id();
+    return make_stream(index, previous);
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count());
   }
 
-  // Events: dispatch is ordered on the single stream, so an event is
-  // complete as soon as it is recorded.
   void record(
-      void** /*event*/,
+      void** event,
       const c10::Stream& stream,
       const c10::DeviceIndex device_index,
-      const c10::EventFlag /*flag*/) const override {
+      const c10::EventFlag flag) const override {
     TORCH_CHECK(
         device_index == -1 || device_index == stream.device_index(),
-        "neuron: event device index ",
-        device_index,
-        " does not match the recording stream's device index ",
-        stream.device_index());
+        "Event device index ",
+        static_cast<int>(device_index),
+        " does not match recording stream's device index ",
+        static_cast<int>(stream.device_index()),
+        ".");
+    if (*event == nullptr) {
+      // NOLINTNEXTLINE(performance-no-int-to-ptr): an id, never dereferenced
+      *event = reinterpret_cast<void*>(g_next_event++);
+    }
+    if (RuntimeHooks* hooks = runtime_hooks()) {
+      // torch.Event(enable_timing=True) asks for the backend's default: timing on
+      hooks->record_event(
+          event_id(*event), stream.device_index(), stream.id(),
+          flag == c10::EventFlag::BACKEND_DEFAULT);
+    }
   }
 
-  void block(void* /*event*/, const c10::Stream& /*stream*/) const override {}
-
-  bool queryEvent(void* /*event*/) const override {
-    return true;
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) {
+      return; // never recorded: nothing to wait for (as CUDA)
+    }
+    if (RuntimeHooks* hooks = runtime_hooks()) {
+      hooks->block_event(event_id(event), stream.device_index(), stream.id());
+    }
   }
 
-  // One stream per device: an event, a stream and the device are done together.
-  void synchronizeEvent(void* /*event*/) const override {
-    synchronize(current_device());
+  bool queryEvent(void* event) const override {
+    RuntimeHooks* hooks = runtime_hooks();
+    return event == nullptr || hooks == nullptr || hooks->query_event(event_id(event));
   }
 
-  void destroyEvent(void* /*event*/, const c10::DeviceIndex) const noexcept
-      override {}
+  void synchronizeEvent(void* event) const override {
+    RuntimeHooks* hooks = runtime_hooks();
+    if (event != nullptr && hooks != nullptr) {
+      hooks->synchronize_event(event_id(event));
+    }
+  }
 
-  bool queryStream(const c10::Stream& /*stream*/) const override {
-    return true;
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(
+        start != nullptr && end != nullptr,
+        "Both events must be recorded before calculating elapsed time.");
+    RuntimeHooks* hooks = runtime_hooks();
+    TORCH_CHECK(hooks != nullptr, "neuron: the device runtime is not registered");
+    return hooks->elapsed_time(event_id(start), event_id(end));
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    RuntimeHooks* hooks = runtime_hooks();
+    if (event != nullptr && hooks != nullptr) {
+      hooks->destroy_event(event_id(event));
+    }
+  }
+
+  bool queryStream(const c10::Stream& stream) const override {
+    RuntimeHooks* hooks = runtime_hooks();
+    return hooks == nullptr || hooks->query_stream(stream.device_index(), stream.id());
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
-    synchronize(stream.device_index());
+    if (RuntimeHooks* hooks = runtime_hooks()) {
+      hooks->synchronize_stream(stream.device_index(), stream.id());
+    }
   }
 
   // The dtypes a neuron tensor can hold: runtime/dtypes.py's TORCH_TO_NUMPY (a test keeps the two equal).
@@ -183,13 +238,21 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    synchronize(device_index >= 0 ? device_index : current_device());
+    if (RuntimeHooks* hooks = runtime_hooks()) {
+      hooks->synchronize_device(device_index >= 0 ? device_index : current_device());
+    }
   }
 
  private:
-  static c10::Stream default_stream(c10::Device d) {
+  static c10::DeviceIndex resolve(c10::Device d) {
+    TORCH_CHECK(d.type() == kNeuron, "neuron guard got a ", d.type(), " device");
     const c10::DeviceIndex index = d.index() >= 0 ? d.index() : current_device();
-    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, index));
+    check_device_index(index);
+    return index;
+  }
+
+  static c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), id);
   }
 };
 

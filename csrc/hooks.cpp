@@ -61,8 +61,12 @@ struct NeuronHooks final : at::PrivateUse1HooksInterface {
     return at::Device(kNeuron, current_device());
   }
 
-  bool isPinnedPtr(const void*) const override {
-    return false;
+  bool isPinnedPtr(const void* ptr) const override {
+    return is_pinned(ptr);
+  }
+
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    return pinned_allocator();
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize)

@@ -18,6 +18,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <utility>
+
 namespace torch_neuronx {
 namespace {
 
@@ -166,9 +168,34 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
 
+// `param.data = other`: PyTorch lets a dense CPU tensor and a dense tensor of its own
+// accelerators swap their implementations, but its list of those has no PrivateUse1
+// (pytorch issue 196975), so `cpu_param.data = neuron_tensor` (accelerate's and diffusers'
+// offloading) failed. PyTorch's answer for a PrivateUse1 backend is to override this op;
+// it is reached only when one of the two is a neuron tensor.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_here = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+        (t.device().type() == kNeuron || t.device().type() == c10::DeviceType::CPU);
+  };
+  if (dense_here(self) && dense_here(from)) {
+    return true;
+  }
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+// Work on another stream that reads this tensor keeps its buffer alive by itself; what
+// is left is CUDA's argument checks (the allocator's recordStream).
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  static_cast<c10::DeviceAllocator*>(neuron_allocator())
+      ->recordStream(std::as_const(self.storage()).data_ptr(), stream);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  m.impl("record_stream", TORCH_FN(record_stream));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));

@@ -68,15 +68,63 @@ py::object default_generator_object(int64_t index) {
   return py::reinterpret_borrow<py::object>(slot);
 }
 
-// The Python function the guard's synchronize calls (runtime.storage.synchronize).
-py::object* g_synchronize = nullptr;
+// RuntimeHooks answered by a Python object (runtime/streams.py). The guard may call from
+// any thread, with or without the GIL; a Python exception propagates as it is.
+struct PythonRuntimeHooks final : RuntimeHooks {
+  explicit PythonRuntimeHooks(py::object obj) : obj_(std::move(obj)) {}
 
-void synchronize_from_guard(c10::DeviceIndex index) {
-  py::gil_scoped_acquire gil;
-  if (g_synchronize != nullptr) {
-    (*g_synchronize)(static_cast<int>(index));
+  void synchronize_device(c10::DeviceIndex index) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("synchronize_device")(static_cast<int>(index));
   }
-}
+  void empty_cache() override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("empty_cache")();
+  }
+  bool query_stream(c10::DeviceIndex index, c10::StreamId stream) override {
+    py::gil_scoped_acquire gil;
+    return obj_.attr("query_stream")(static_cast<int>(index), stream).cast<bool>();
+  }
+  void synchronize_stream(c10::DeviceIndex index, c10::StreamId stream) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("synchronize_stream")(static_cast<int>(index), stream);
+  }
+  void record_event(uint64_t event, c10::DeviceIndex index, c10::StreamId stream, bool timing)
+      override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("record_event")(event, static_cast<int>(index), stream, timing);
+  }
+  void block_event(uint64_t event, c10::DeviceIndex index, c10::StreamId stream) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("block_event")(event, static_cast<int>(index), stream);
+  }
+  bool query_event(uint64_t event) override {
+    py::gil_scoped_acquire gil;
+    return obj_.attr("query_event")(event).cast<bool>();
+  }
+  void synchronize_event(uint64_t event) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("synchronize_event")(event);
+  }
+  double elapsed_time(uint64_t start, uint64_t end) override {
+    py::gil_scoped_acquire gil;
+    return obj_.attr("elapsed_time")(start, end).cast<double>();
+  }
+  void destroy_event(uint64_t event) noexcept override {
+    // Runs from torch.Event's destructor, possibly while the interpreter shuts down.
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+      return;
+    }
+    try {
+      py::gil_scoped_acquire gil;
+      obj_.attr("destroy_event")(event);
+    } catch (...) {
+    }
+  }
+
+ private:
+  py::object obj_;
+};
 
 } // namespace
 } // namespace torch_neuronx
@@ -108,23 +156,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "Number of queued storage events (atomic read, no lock).");
 
   m.def(
-      "_memory_stats",
-      [](int device) {
-        const MemoryStats s = memory_stats(device);
-        py::dict d;
-        d["allocated_bytes.all.current"] = s.allocated_bytes_current;
-        d["allocated_bytes.all.peak"] = s.allocated_bytes_peak;
-        d["allocation.all.current"] = s.allocations_current;
-        d["allocation.all.peak"] = s.allocations_peak;
-        d["num_alloc"] = s.num_alloc;
-        d["num_free"] = s.num_free;
-        return d;
+      "_set_memory_capacity",
+      [](int device, int64_t bytes) {
+        set_memory_capacity(static_cast<c10::DeviceIndex>(device), bytes);
       },
+      py::arg("device"),
+      py::arg("bytes"),
+      "Each core's capacity in bytes (0: unbounded); allocating past it raises torch.OutOfMemoryError.");
+  m.def(
+      "_memory_capacity",
+      [](int device) { return memory_capacity(static_cast<c10::DeviceIndex>(device)); },
       py::arg("device"));
   m.def(
-      "_reset_peak_memory_stats",
-      [](int device) { reset_peak_memory_stats(device); },
-      py::arg("device"));
+      "_record_out_of_memory",
+      [](int device) { record_out_of_memory(static_cast<c10::DeviceIndex>(device)); },
+      py::arg("device"),
+      "Count a platform allocation failure in memory_stats()['num_ooms'].");
+  m.def("_format_bytes", &format_bytes, py::arg("bytes"));
+  m.def(
+      "_current_stream",
+      [](int device) {
+        check_device_index(device);
+        return current_stream_id(static_cast<c10::DeviceIndex>(device));
+      },
+      py::arg("device"),
+      "The calling thread's current stream id on neuron:device (0: the default stream).");
 
   m.def(
       "_set_device_count",
@@ -132,15 +188,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("n"));
   m.def("_device_count", [] { return device_count(); });
   m.def(
-      "_set_synchronize",
-      [](py::object fn) {
-        // kept for the life of the process: the guard may call it from any thread
-        delete g_synchronize;
-        g_synchronize = new py::object(std::move(fn));
-        set_synchronize_hook(&synchronize_from_guard);
+      "_set_runtime_hooks",
+      [](py::object hooks) {
+        // Kept for the life of the process (never freed: the guard may call it from any
+        // thread until exit); set once at registration.
+        TORCH_CHECK(runtime_hooks() == nullptr, "neuron runtime hooks are already set");
+        set_runtime_hooks(new PythonRuntimeHooks(std::move(hooks)));
       },
-      py::arg("fn"),
-      "The function the device guard calls to synchronize a device (index -> None).");
+      py::arg("hooks"),
+      "The object the device guard and allocator ask about streams, events, synchronization and "
+      "empty_cache (runtime/streams.py).");
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def(
       "_set_device",

@@ -8,11 +8,14 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace torch_neuronx {
@@ -29,11 +32,27 @@ c10::DeviceIndex current_device() noexcept;
 void set_current_device(c10::DeviceIndex index); // validates
 // Sets the current device and returns the previous one; -1 means "keep".
 c10::DeviceIndex exchange_device(c10::DeviceIndex index);
-// What the guard's synchronize calls (torch.accelerator.synchronize, Stream/Event
-// synchronize): waits for the device's buffers. Set by Python (runtime/storage.py);
-// until then synchronizing has nothing to wait for.
-using SynchronizeHook = void (*)(c10::DeviceIndex index);
-void set_synchronize_hook(SynchronizeHook hook);
+// The calling thread's current stream on `index` (0: the default stream).
+c10::StreamId current_stream_id(c10::DeviceIndex index);
+
+// What the guard and the allocator ask Python for (runtime/streams.py, which owns
+// the work launched on each stream and every event's state). Set once by
+// _set_runtime_hooks; until then nothing was launched, so there is nothing to wait for.
+struct RuntimeHooks {
+  virtual ~RuntimeHooks() = default;
+  virtual void synchronize_device(c10::DeviceIndex index) = 0; // -1: every device
+  virtual void empty_cache() = 0;
+  virtual bool query_stream(c10::DeviceIndex index, c10::StreamId stream) = 0;
+  virtual void synchronize_stream(c10::DeviceIndex index, c10::StreamId stream) = 0;
+  virtual void record_event(uint64_t event, c10::DeviceIndex index, c10::StreamId stream, bool timing) = 0;
+  virtual void block_event(uint64_t event, c10::DeviceIndex index, c10::StreamId stream) = 0;
+  virtual bool query_event(uint64_t event) = 0;
+  virtual void synchronize_event(uint64_t event) = 0;
+  virtual double elapsed_time(uint64_t start, uint64_t end) = 0;
+  virtual void destroy_event(uint64_t event) noexcept = 0;
+};
+void set_runtime_hooks(RuntimeHooks* hooks);
+RuntimeHooks* runtime_hooks() noexcept; // nullptr until set
 
 // ---- allocator and storage events (allocator.cpp) -------------------------
 enum EventKind : int { kFree = 0, kMove = 1 };
@@ -62,16 +81,22 @@ size_t pending_events() noexcept;
 // throws `message` (a RuntimeError in Python) instead of getting a key.
 void refuse_allocations(std::string message);
 
-struct MemoryStats {
-  int64_t allocated_bytes_current;
-  int64_t allocated_bytes_peak;
-  int64_t allocations_current;
-  int64_t allocations_peak;
-  int64_t num_alloc;
-  int64_t num_free;
-};
-MemoryStats memory_stats(int device);
-void reset_peak_memory_stats(int device);
+// Counters in CUDA's caching allocator's terms. allocated: live storages;
+// reserved: storages whose device buffers are not released yet (a dead storage's
+// buffer goes when Python drains its FREE event: storage.sync, empty_cache).
+c10::CachingDeviceAllocator::DeviceStats memory_stats(c10::DeviceIndex device);
+void reset_peak_memory_stats(c10::DeviceIndex device);
+void reset_accumulated_memory_stats(c10::DeviceIndex device);
+// Each core's capacity in bytes (0: unbounded). Allocating past it raises
+// torch.OutOfMemoryError; so does a platform allocation failure Python reports.
+void set_memory_capacity(c10::DeviceIndex device, int64_t bytes);
+int64_t memory_capacity(c10::DeviceIndex device);
+void record_out_of_memory(c10::DeviceIndex device);
+std::string format_bytes(int64_t bytes);
+
+// ---- pinned host memory (host_allocator.cpp) --------------------------------
+c10::Allocator* pinned_allocator();
+bool is_pinned(const void* ptr);
 
 // ---- generators (generator.cpp) -------------------------------------------
 const at::Generator& default_generator(c10::DeviceIndex index);

@@ -103,7 +103,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def _allocations() -> int:
-    return sum(torch.neuron.memory_stats(i)["num_alloc"] for i in range(torch.neuron.device_count()))
+    return sum(torch.neuron.memory_stats(i)["allocation.all.allocated"] for i in range(torch.neuron.device_count()))
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,6 @@
-"""torch.accelerator answers for neuron through the shim's PrivateUse1 hooks and device guard.
-
-What the shim cannot answer yet is marked xfail(strict) with the C++ piece it lacks: the memory
-functions (the allocator is not a c10 DeviceAllocator) and empty_host_cache (no host allocator is registered for PrivateUse1:
-once the device was used, the call crashes the process). torch.accelerator.synchronize() waits for
-the device as torch.neuron.synchronize() does (the guard calls back into runtime.storage)."""
+"""torch.accelerator answers for neuron through the shim's PrivateUse1 hooks, device guard,
+DeviceAllocator and host allocator. torch.accelerator.synchronize() waits for the device as
+torch.neuron.synchronize() does (the guard calls back into runtime/streams.py)."""
 import os
 import subprocess
 import sys
@@ -87,23 +84,28 @@ def test_the_only_stream_is_each_devices_default_stream():
     assert torch.accelerator.current_stream() == s
 
 
-MEMORY = "the shim's allocator is a c10::Allocator, not a c10::DeviceAllocator (csrc/allocator.cpp)"
-
-
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=MEMORY)
 def test_memory_allocated_counts_a_tensor():
+    before = torch.accelerator.memory_allocated()
     x = torch.empty(1024, device="neuron")
-    assert torch.accelerator.memory_allocated() == torch.neuron.memory_allocated() >= x.nbytes
+    assert torch.accelerator.memory_allocated() == torch.neuron.memory_allocated() == before + x.nbytes
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=MEMORY)
 def test_memory_stats_match_torch_neuron():
     assert torch.accelerator.memory_stats()["allocated_bytes.all.peak"] == torch.neuron.max_memory_allocated()
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=MEMORY)
-def test_empty_cache():
+def test_empty_cache_releases_dead_buffers():
+    x = torch.ones(1024, device="neuron")
+    del x  # its buffer stays reserved until the allocator's events are applied
+    assert torch.accelerator.memory_reserved() > torch.accelerator.memory_allocated()
     torch.accelerator.empty_cache()
+    assert torch.accelerator.memory_reserved() == torch.accelerator.memory_allocated()
+
+
+def test_memory_info_is_the_capacity_less_what_is_reserved():
+    free, total = torch.accelerator.get_memory_info()
+    assert total == torch.neuron.get_device_properties(0).total_memory > 0
+    assert free == total - torch.accelerator.memory_reserved()
 
 
 def test_device_capability_is_the_dtypes_the_device_carries():
@@ -113,8 +115,6 @@ def test_device_capability_is_the_dtypes_the_device_carries():
         assert torch.accelerator.get_device_capability(device)["supported_dtypes"] == set(TORCH_TO_NUMPY)
 
 
-@pytest.mark.xfail(strict=True, reason="the shim registers no at::HostAllocator for PrivateUse1; once the "
-                   "device has been used, torch.accelerator.empty_host_cache() kills the process (SIGSEGV)")
 def test_empty_host_cache_after_using_the_device_does_not_crash():
     code = "import torch; torch.ones(3, device='neuron').cpu(); torch.accelerator.empty_host_cache()"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=120)

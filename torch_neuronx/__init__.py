@@ -36,13 +36,13 @@ def _register() -> None:
         torch._register_device_module("neuron", _device_module)
     try:
         from . import _C  # the C++ shim: allocator, views, guard, hooks, generators
-        from .runtime import config, storage
+        from .runtime import config, devices, streams
 
-        _C._set_synchronize(storage.synchronize)  # what torch.accelerator.synchronize() waits on
+        _C._set_runtime_hooks(streams)  # what the guard asks about streams, events, synchronize
         if config.platform() == "cpu":
-            _C._set_device_count(config.cpu_device_count())
+            devices.set_native_count(config.cpu_device_count())
         else:
-            _C._set_device_count(1)  # replaced by the real count when the runtime starts
+            devices.set_native_count(1)  # replaced by the real count when the runtime starts
         from .eager import registration
 
         registration.register()

@@ -5,7 +5,6 @@ device itself (`synchronize`, `get_device_properties`).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any
 
@@ -119,16 +118,11 @@ def _properties(idx: int):
     from .runtime import devices
 
     d = devices.jax_device(idx)
-    stats = {}
-    try:
-        stats = d.memory_stats() or {}
-    except Exception:
-        pass
     return _DeviceProperties(
         name=get_device_name(idx),
         platform=d.platform,
         device_kind=str(getattr(d, "device_kind", d.platform)),
-        total_memory=int(stats.get("bytes_limit", 0)),
+        total_memory=_native()._memory_capacity(idx),  # TORCH_NEURONX_CORE_MEMORY, else the platform's
         index=idx,
     )
 
@@ -206,34 +200,37 @@ def set_rng_state_all(new_states) -> None:
         gen.set_state(state)
 
 
-# ---- memory
+# ---- memory: the allocator's counters (csrc/allocator.cpp), in torch.cuda's terms
 
 
 def memory_stats(device=None) -> dict[str, Any]:
-    from .runtime import storage
-
-    storage.sync()
-    return dict(_native()._memory_stats(_index(device)))
+    """torch.cuda.memory_stats' keys for `device`: allocated (live storages), reserved (storages whose
+    buffers are not released yet), active, requested, segment, num_ooms, ..."""
+    return dict(torch.accelerator.memory_stats(_index(device)))
 
 
 def memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"]
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return torch.accelerator.max_memory_allocated(_index(device))
 
 
 def memory_reserved(device=None) -> int:
-    return memory_allocated(device)
+    return torch.accelerator.memory_reserved(_index(device))
 
 
 def max_memory_reserved(device=None) -> int:
-    return max_memory_allocated(device)
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _native()._reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
 
 
 def reset_max_memory_allocated(device=None) -> None:
@@ -241,7 +238,7 @@ def reset_max_memory_allocated(device=None) -> None:
 
 
 def empty_cache() -> None:
-    """Free the device buffers of every storage that has died (they are freed lazily otherwise).
+    """Release the device buffers of every storage that has died (they are released lazily otherwise).
 
     Like CUDA's, it runs no garbage collection: a tensor kept alive only by a reference cycle is freed
     when Python's collector runs (call gc.collect() first to free those too). It is called often:
@@ -253,9 +250,32 @@ def empty_cache() -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    props = get_device_properties(device)
-    total = props.total_memory
-    return (max(total - memory_allocated(device), 0), total)
+    """(free, total) bytes of the core: its capacity (TORCH_NEURONX_CORE_MEMORY, else the platform's
+    memory) less what this process holds on it (reserved)."""
+    return torch.accelerator.get_memory_info(_index(device))
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A table of the allocator's counters, laid out as torch.cuda.memory_summary's."""
+    idx = _index(device)
+    stats = memory_stats(idx)
+    fmt = _native()._format_bytes
+    rows = [("Allocated memory", "allocated_bytes", fmt), ("Active memory", "active_bytes", fmt),
+            ("Requested memory", "requested_bytes", fmt), ("Reserved memory", "reserved_bytes", fmt),
+            ("Allocations", "allocation", str), ("Active allocs", "active", str),
+            ("Device buffers", "segment", str)]
+    width = 75
+    lines = ["=" * width, f" neuron:{idx} memory summary (capacity {fmt(_native()._memory_capacity(idx))})".ljust(width),
+             "-" * width, f"{'Metric':<26}|{'Cur Usage':>12}|{'Peak Usage':>12}|{'Tot Alloc':>12}|{'Tot Freed':>9}",
+             "-" * width]
+    for title, key, show in rows:
+        cells = [show(stats.get(f"{key}.all.{part}", 0)) for part in ("current", "peak", "allocated", "freed")]
+        lines.append(f"{title:<26}|{cells[0]:>12}|{cells[1]:>12}|{cells[2]:>12}|{cells[3]:>9}")
+    lines.append("-" * width)
+    lines.append(f"{'Out-of-memory errors':<26}|{stats.get('num_ooms', 0):>12}|"
+                 f"{'Device allocs':>12}|{stats.get('num_device_alloc', 0):>12}|")
+    lines.append("=" * width)
+    return "\n".join(lines) + "\n"
 
 
 # ---- autocast and misc. hooks PyTorch asks a device module for
@@ -295,17 +315,103 @@ def _lazy_init() -> None:
     init()
 
 
-@contextlib.contextmanager
-def stream(s=None):
-    yield
+# ---- streams and events (the device guard's; what they guarantee: runtime/streams.py)
 
 
-def current_stream(device=None):
-    return torch.Stream(device=torch.device("neuron", _index(device)))
+class Stream(torch.Stream):
+    """A neuron stream: work launched while it is current completes in order, and `wait_event` /
+    `wait_stream` order its later work after another stream's. `torch.neuron.Stream()` is a new
+    stream on the current device, like torch.cuda.Stream()."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        if kwargs:  # (stream_id=, device_index=, device_type=): an existing stream
+            return super().__new__(cls, **kwargs)
+        with globals()["device"](device):
+            return super().__new__(cls, device=torch.device("neuron", current_device()), priority=priority)
+
+    def wait_event(self, event) -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream) -> None:
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
 
 
-def default_stream(device=None):
-    return current_stream(device)
+class Event(torch.Event):
+    """A neuron event: `record` marks the work launched on a stream so far; `query`, `synchronize`,
+    `wait` and (with enable_timing=True) `elapsed_time` as torch.cuda.Event's."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise RuntimeError("neuron events cannot be shared between processes (interprocess=True)")
+        return super().__new__(cls, device="neuron", enable_timing=enable_timing, blocking=blocking)
+
+    def record(self, stream=None) -> None:
+        super().record(current_stream() if stream is None else stream)
+
+    def wait(self, stream=None) -> None:
+        super().wait(current_stream() if stream is None else stream)
+
+    def elapsed_time(self, end_event) -> float:
+        """Milliseconds from this event's completion to `end_event`'s (waits for both)."""
+        # torch.Event's own method accepts only an exact torch.Event as the other one
+        from .runtime import streams
+
+        if not (self.event_id and end_event.event_id):
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return streams.elapsed_time(self.event_id, end_event.event_id)
+
+
+def _wrap_stream(s: torch.Stream) -> Stream:
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def current_stream(device=None) -> Stream:
+    return _wrap_stream(torch.accelerator.current_stream(_index(device)))
+
+
+def default_stream(device=None) -> Stream:
+    idx = _index(device)
+    return Stream(stream_id=0, device_index=idx, device_type=current_stream(idx).device_type)
+
+
+def set_stream(stream) -> None:
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """`with torch.neuron.stream(s):` makes `s` current on its device (and that device current)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.prev_stream = None
+        self.prev_device = -1
+
+    def __enter__(self):
+        s = self.stream
+        if s is None:
+            return self
+        self.prev_device = current_device()
+        if s.device_index != self.prev_device:
+            set_device(s.device_index)
+        self.prev_stream = torch.accelerator.current_stream(s.device_index)
+        torch.accelerator.set_stream(s)
+        return self
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            torch.accelerator.set_stream(self.prev_stream)
+            set_device(self.prev_device)
+        return False
+
+
+def stream(s=None) -> StreamContext:
+    return StreamContext(s)
 
 
 def platform() -> str:

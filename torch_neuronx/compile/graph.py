@@ -31,7 +31,7 @@ from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, arg_kind,
                             fresh_storage, wrap)
-from ..runtime import config, devices, rng, storage, transfer
+from ..runtime import config, devices, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
 from . import artifacts
 from .errors import NEFFCompilationError, NEFFExecutionError
@@ -183,7 +183,12 @@ class GraphProgram:
                 raise NEFFExecutionError(
                     f"graph {self.name}: op {node.target} (node '{node.name}'): {type(err).__name__}: {err}"
                 ) from err
+            oom = storage.out_of_memory_error(device.index, f"graph {self.name}", e)
+            if oom is not None:
+                raise oom from e
             raise NEFFExecutionError(f"graph {self.name}: the executable failed: {type(e).__name__}: {e}") from e
+        if outs:
+            streams.launched(device.index, outs[0])
         return exe.finish(self, args, inputs, outs, device)
 
     def _device(self, args) -> torch.device:

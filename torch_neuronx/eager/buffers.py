@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..ops.protocol import wrap_contiguous
-from ..runtime import storage, transfer
+from ..runtime import storage, streams, transfer
 from ..runtime.lazy_jax import jnp
 from . import executor
 from .specs import spec_for
@@ -59,6 +59,7 @@ def copy_into(dst: torch.Tensor, arr) -> None:
     key = storage.whole_storage_key(dst)
     if key:
         storage.BUFFERS[key] = arr
+        streams.launched(dst.device.index, arr)  # a transfer is work on the current stream too
         return
     tmp = wrap_contiguous(arr, dst.shape, dst.dtype, dst.device)
     executor.run(spec_for(aten.copy_.default), (dst, tmp), {})

@@ -28,7 +28,7 @@ from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
                             TensorLayout, fresh_storage, wrap)
-from ..runtime import config, devices, rng, storage
+from ..runtime import config, devices, rng, storage, streams
 from ..runtime.lazy_jax import jax, jnp
 from .specs import OpSpec
 
@@ -237,7 +237,9 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     try:
         outs = entry.fn(*inputs)
     except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
-        raise _launch_error(spec.name, e) from e
+        raise _launch_error(spec.name, device, e) from e
+    if outs:
+        streams.launched(device, outs[0])
     if entry.checks:
         failed = checks.first_failure(outs[-1], entry.checks)  # waits for the device
         outs = outs[:-1]
@@ -263,11 +265,9 @@ def _scalar_array(value, device: int):
     return arr
 
 
-def _launch_error(op_name: str, e: Exception) -> Exception:
-    text = f"{type(e).__name__}: {e}"
-    if "RESOURCE_EXHAUSTED" in text:  # CUDA's type: a RuntimeError, as the CPU's allocator raises
-        return torch.OutOfMemoryError(f"{op_name}: neuron out of memory: {text}")
-    return RuntimeError(f"{op_name}: the executable failed: {text}")
+def _launch_error(op_name: str, device: int, e: Exception) -> Exception:
+    oom = storage.out_of_memory_error(device, op_name, e)
+    return oom if oom is not None else RuntimeError(f"{op_name}: the executable failed: {type(e).__name__}: {e}")
 
 
 def _finish(spec, args, kwargs, call, entry, outs):

@@ -99,3 +99,26 @@ def visible_cores(available: int) -> list[int]:
 def cpu_device_count() -> int:
     """The neuron device count on the CPU platform, known without starting jax."""
     return len(visible_cores(host_device_count()))
+
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30,
+          "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def core_memory() -> int | None:
+    """Each core's memory capacity from TORCH_NEURONX_CORE_MEMORY ("24GiB", "512M", "2GB", bytes),
+    or None: the platform's memory."""
+    text = os.environ.get("TORCH_NEURONX_CORE_MEMORY", "").strip()
+    if not text:
+        return None
+    number = text.rstrip("BbIiKkMmGgTt ")
+    unit = text[len(number):].strip().lower()
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or not value > 0:
+        raise ValueError(
+            f"TORCH_NEURONX_CORE_MEMORY={text!r}: expected a size such as 24GiB, 512MiB, 2GB or a byte count"
+        )
+    return int(value * _UNITS[unit])

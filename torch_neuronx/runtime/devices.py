@@ -60,10 +60,26 @@ def check_not_forked() -> None:
         raise bad_fork_error()
 
 
-def _set_native_count(n: int) -> None:
+def set_native_count(n: int, platform_devices: list | None = None) -> None:
+    """Tell the shim how many neuron devices there are, and each one's memory capacity."""
     from .. import _C
 
     _C._set_device_count(n)
+    for i in range(n):
+        _C._set_memory_capacity(i, memory_capacity(None if platform_devices is None else platform_devices[i]))
+
+
+def memory_capacity(device=None) -> int:
+    """A core's capacity in bytes: TORCH_NEURONX_CORE_MEMORY, else what the platform reports for the
+    device (`bytes_limit`), else the host's physical memory (the CPU platform: every core shares it)."""
+    configured = config.core_memory()
+    if configured is not None:
+        return configured
+    try:
+        limit = int((device.memory_stats() or {}).get("bytes_limit", 0)) if device is not None else 0
+    except Exception:  # a platform without memory stats
+        limit = 0
+    return limit or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def jax_devices() -> list:
@@ -84,7 +100,7 @@ def jax_devices() -> list:
                 ) from None
             devices = [available[i] for i in config.visible_cores(len(available))]
             if plat != "cpu":
-                _set_native_count(len(devices))
+                set_native_count(len(devices), devices)
             # a forked child inherits jax's state but not its threads (what CUDA calls a bad fork)
             os.register_at_fork(after_in_child=_mark_forked_child)
             _devices = devices

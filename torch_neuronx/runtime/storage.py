@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 
+import torch
+
 from .. import _C
 
 # key -> flat jax array (1-D) of the dtype that last wrote it
@@ -74,3 +76,17 @@ def synchronize(device: int | None = None) -> None:
         if device is not None and devices.index_of(buf) != device:
             continue
         buf.block_until_ready()
+
+
+def out_of_memory_error(device: int, what: str, e: BaseException) -> torch.OutOfMemoryError | None:
+    """torch.OutOfMemoryError for a platform allocation failure (XLA's RESOURCE_EXHAUSTED, the host
+    out of memory), counted in memory_stats()["num_ooms"]; None for any other error."""
+    text = f"{type(e).__name__}: {e}"
+    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in text):
+        return None
+    _C._record_out_of_memory(device)
+    return torch.OutOfMemoryError(
+        f"{what}: neuron out of memory on neuron:{device}: the platform could not allocate "
+        f"({text}). neuron:{device} has {_C._format_bytes(torch.accelerator.memory_allocated(device))} allocated "
+        f"of a capacity of {_C._format_bytes(_C._memory_capacity(device))}."
+    )
