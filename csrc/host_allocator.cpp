@@ -1,11 +1,11 @@
 // Pinned host memory: what `tensor.pin_memory()` and `torch.empty(..., pin_memory=True)` get
 // while the neuron device is present, and what torch.accelerator's host-cache calls reach.
 //
-// There is no page locking on the PJRT CPU platform; what "pinned" buys here is memory the
-// runtime takes without a staging copy: blocks are page aligned (XLA's CPU client aliases
-// host memory aligned to 64 bytes), and a non_blocking copy from one runs as a device-side copy
-// the host does not wait for (runtime/transfer.py). Blocks are cached by power-of-two size, as
-// CUDA's host allocator caches them; empty_cache returns the free ones to the system.
+// There is no page locking on the PJRT CPU platform, and nothing to gain from it: a copy to
+// the device is a host memcpy into a fresh buffer, which runs while the device computes
+// whether the source is pinned or not (benchmarks/transfer_overlap.py measures both). Blocks
+// are page aligned and cached by power-of-two size, as CUDA's host allocator caches them;
+// empty_cache returns the free ones to the system.
 #include "neuron.h"
 
 #include <ATen/core/CachingHostAllocator.h>

@@ -95,3 +95,106 @@ def test_empty_cache_runs_no_garbage_collection():
         if enabled:
             gc.enable()
     assert runs == []
+
+
+def _run_with_capacity(capacity: str, code: str) -> str:
+    """Run `code` in a fresh process whose cores have TORCH_NEURONX_CORE_MEMORY=capacity; its stdout."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_NEURONX_CORE_MEMORY=capacity)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_capacity_out_of_memory_and_recovery():
+    out = _run_with_capacity("64MiB", """
+import torch
+MiB = 2**20
+assert torch.neuron.get_device_properties(0).total_memory == 64 * MiB
+assert torch.neuron.mem_get_info(0) == (64 * MiB, 64 * MiB)
+a = torch.ones(40 * MiB // 4, device="neuron")
+try:
+    b = torch.ones(40 * MiB // 4, device="neuron")
+except torch.OutOfMemoryError as e:
+    msg = str(e)
+else:
+    raise SystemExit("no OutOfMemoryError past the capacity")
+assert "neuron out of memory. Tried to allocate 40.00 MiB" in msg, msg
+assert "total capacity of 64.00 MiB of which 24.00 MiB is free" in msg, msg
+assert "40.00 MiB is allocated by PyTorch" in msg, msg
+assert torch.neuron.memory_stats()["num_ooms"] == 1
+del a
+b = torch.full((40 * MiB // 4,), 2.0, device="neuron")  # the process goes on working
+assert b[:3].cpu().tolist() == [2.0, 2.0, 2.0]
+print("ok")
+""")
+    assert out.strip() == "ok"
+
+
+def test_accelerate_finds_a_batch_size_that_fits():
+    """accelerate's find_executable_batch_size halves the batch on torch.OutOfMemoryError."""
+    out = _run_with_capacity("32MiB", """
+import torch
+from accelerate.utils import find_executable_batch_size
+w = torch.randn(1024, 1024).to("neuron")  # 4 MiB
+tried = []
+@find_executable_batch_size(starting_batch_size=64)
+def step(batch_size):
+    tried.append(batch_size)
+    x = torch.randn(batch_size, 64, 1024).to("neuron")  # 256 KiB per sample
+    return (x @ w).sum().item(), batch_size
+total, used = step()
+need = lambda b: 4 * 2**20 + 2 * b * 2**18  # w, x and x @ w
+assert all(need(b) > 32 * 2**20 for b in tried[:-1]) and need(used) <= 32 * 2**20, tried
+assert len(tried) > 1 and used == tried[-1]
+print("ok")
+""")
+    assert out.strip() == "ok"
+
+
+def test_a_platform_allocation_failure_is_out_of_memory():
+    # a capacity far past the host's memory: XLA's own allocation fails (RESOURCE_EXHAUSTED)
+    out = _run_with_capacity("64TiB", """
+import torch
+try:
+    torch.ones(2**40, device="neuron")  # 4 TiB
+except torch.OutOfMemoryError as e:
+    assert "neuron out of memory. aten.ones.default" in str(e) and "RESOURCE_EXHAUSTED" in str(e), str(e)
+else:
+    raise SystemExit("no OutOfMemoryError")
+assert torch.neuron.memory_stats()["num_ooms"] == 1
+assert torch.neuron.memory_allocated() == 0
+assert torch.arange(4.0, device="neuron").sum().item() == 6.0
+print("ok")
+""")
+    assert out.strip() == "ok"
+
+
+def test_capacity_setting_is_checked():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_NEURONX_CORE_MEMORY="lots")
+    r = subprocess.run([sys.executable, "-c", "import torch; torch.ones(1, device='neuron')"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert "TORCH_NEURONX_CORE_MEMORY='lots': expected a size" in r.stderr + r.stdout
+
+
+def test_memory_stats_keys_and_summary():
+    x = torch.ones(256, device="neuron")
+    stats = torch.neuron.memory_stats()
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+                "active_bytes.all.current", "requested_bytes.all.current", "allocation.all.current",
+                "num_ooms", "num_device_alloc"):
+        assert key in stats, key
+    assert stats["allocated_bytes.all.current"] == torch.neuron.memory_allocated() >= x.nbytes
+    assert torch.neuron.memory_reserved() >= torch.neuron.memory_allocated()
+    torch.neuron.reset_accumulated_memory_stats()
+    assert torch.neuron.memory_stats()["allocated_bytes.all.allocated"] == 0
+    summary = torch.neuron.memory_summary()
+    assert "Allocated memory" in summary and "Reserved memory" in summary and "capacity" in summary
+    del x

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.protocol import wrap_contiguous
 from ..runtime import transfer
 from . import executor
 from .buffers import copy_into, device_array, to_host
@@ -28,23 +27,12 @@ def copy_(self, src, non_blocking=False):
             arr = transfer.between_devices(device_array(moved).reshape(-1), self.device.index)
         else:
             host = src.to(self.dtype).expand(self.shape).contiguous()
-            if non_blocking and host.data_ptr() == src.data_ptr() and src.is_pinned():
-                return _copy_from_pinned(self, host)
             arr = transfer.to_device(transfer.torch_to_numpy(host).reshape(-1), self.device.index)
         copy_into(self, arr)
         return self
     # neuron -> cpu (or another host device)
     self.copy_(to_host(src))
     return self
-
-
-def _copy_from_pinned(dst, host):
-    """A non_blocking copy from pinned memory: the device takes the pinned block as it is and copies
-    it into dst's buffer in one launch the host does not wait for. As on CUDA, the block must not be
-    written until that copy is done (synchronize dst's stream, or an event recorded after it)."""
-    arr = transfer.hand_to_device(transfer.torch_to_numpy(host).reshape(-1), dst.device.index)
-    staged = wrap_contiguous(arr, host.shape, host.dtype, dst.device)
-    return executor.run(spec_for(aten.copy_.default), (dst, staged, True), {})
 
 
 def copy_from(self, dst, non_blocking=False):

@@ -1,0 +1,173 @@
+"""Streams and events on neuron, against PyTorch's documented CUDA semantics (the CPU has none):
+work on one stream completes in order, waiting on an event orders across streams, a stream context
+makes a stream current, timing events measure the work between them; results equal the CPU's."""
+import time
+
+import pytest
+import torch
+
+HEAVY = 1536  # a chain of these matmuls runs for a good fraction of a second on two cores
+
+
+@pytest.fixture(scope="module")
+def heavy():
+    x = torch.randn(HEAVY, HEAVY) / HEAVY**0.5
+    xn = x.to("neuron")
+    (xn @ xn).cpu()  # compiled once, outside the timed parts
+
+    def run():
+        y = xn
+        for _ in range(5):
+            y = y @ xn
+        return y
+
+    return x, xn, run
+
+
+def _poll(first, then, seconds=30.0):
+    """Query `then` and `first` in turn until `then` completes; returns (polls, whether `then`
+    was ever seen complete while `first` was not)."""
+    polls, violated = 0, False
+    deadline = time.monotonic() + seconds
+    while not then.query():
+        polls += 1
+        assert time.monotonic() < deadline, "the event never completed"
+        time.sleep(0.002)
+    violated = not first.query()  # `then` is complete: `first` must be too
+    return polls, violated
+
+
+def test_stream_api_shapes():
+    s = torch.neuron.Stream()
+    assert isinstance(s, torch.Stream) and s.device == torch.device("neuron", 0)
+    assert s != torch.neuron.default_stream() and torch.neuron.current_stream() == torch.neuron.default_stream()
+    with torch.neuron.stream(s):
+        assert torch.neuron.current_stream() == s == torch.accelerator.current_stream()
+    assert torch.neuron.current_stream() == torch.neuron.default_stream()
+    torch.neuron.set_stream(s)
+    try:
+        assert torch.neuron.current_stream() == s
+    finally:
+        torch.neuron.set_stream(torch.neuron.default_stream())
+    other = torch.neuron.Stream(device="neuron:1")
+    assert other.device_index == 1
+    with torch.neuron.stream(other):  # as CUDA's: the stream's device becomes current too
+        assert torch.neuron.current_device() == 1 and torch.neuron.current_stream(1) == other
+    assert torch.neuron.current_device() == 0
+    assert s.query() and torch.neuron.Event().query()  # nothing launched, nothing recorded
+    with pytest.raises(RuntimeError, match="interprocess"):
+        torch.neuron.Event(interprocess=True)
+
+
+def test_work_on_one_stream_completes_in_order(heavy):
+    x, xn, run = heavy
+    s = torch.neuron.Stream()
+    small = torch.ones(4, device="neuron")
+    with torch.neuron.stream(s):
+        y = run()
+        first = s.record_event()
+        z = small + 1  # independent of y: only the stream orders it after y
+        then = s.record_event()
+    polls, violated = _poll(first, then)
+    assert polls > 0, "the heavy work finished before it could be observed: the test proves nothing"
+    assert not violated, "an event completed before an earlier event on its stream"
+    assert s.query()
+    torch.testing.assert_close(y.cpu(), torch.linalg.matrix_power(x, 6), rtol=1e-4, atol=1e-4)
+    assert z.cpu().tolist() == [2.0] * 4
+
+
+def test_waiting_on_an_event_orders_across_streams(heavy):
+    x, xn, run = heavy
+    producer, consumer = torch.neuron.Stream(), torch.neuron.Stream()
+    small = torch.ones(4, device="neuron")
+    with torch.neuron.stream(producer):
+        y = run()
+        produced = producer.record_event()
+    consumer.wait_event(produced)
+    with torch.neuron.stream(consumer):
+        z = small * 3
+        consumed = consumer.record_event()
+    assert not consumer.query() or produced.query()
+    polls, violated = _poll(produced, consumed)
+    assert polls > 0, "the heavy work finished before it could be observed: the test proves nothing"
+    assert not violated, "work after wait_event completed before the event it waited on"
+    # wait_stream orders the default stream after everything launched on `producer` so far
+    with torch.neuron.stream(producer):
+        w = run()
+    torch.neuron.current_stream().wait_stream(producer)
+    after = torch.neuron.current_stream().record_event()
+    after.synchronize()
+    assert producer.query()
+    torch.testing.assert_close(w.cpu(), y.cpu())
+    assert z.cpu().tolist() == [3.0] * 4
+
+
+def test_stream_synchronize_waits_for_its_work(heavy):
+    _, _, run = heavy
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        run()
+        e = torch.neuron.Event()
+        e.record()
+    assert not s.query(), "the heavy work finished before it could be observed"
+    s.synchronize()
+    assert s.query() and e.query()
+
+
+def test_elapsed_time_measures_the_work_between(heavy):
+    _, _, run = heavy
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    ms = start.elapsed_time(end)
+    assert 0 < ms <= wall_ms + 1.0
+    assert ms > 0.2 * wall_ms, f"{ms:.1f} ms of {wall_ms:.1f} ms: the stamp missed the work"
+    untimed = torch.neuron.Event()
+    untimed.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        start.elapsed_time(untimed)
+    with pytest.raises(RuntimeError, match="Both events must be recorded"):
+        start.elapsed_time(torch.neuron.Event(enable_timing=True))
+
+
+def test_generic_torch_event_and_stream():
+    s = torch.Stream(device="neuron")
+    e = torch.Event(device="neuron", enable_timing=True)
+    a = torch.arange(6.0, device="neuron")
+    with s:
+        b = a * 2
+        e.record(s)
+    e.synchronize()
+    assert e.query() and s.query()
+    torch.accelerator.synchronize()
+    assert b.cpu().tolist() == (torch.arange(6.0) * 2).tolist()
+
+
+def test_record_stream():
+    s = torch.neuron.Stream()
+    t = torch.randn(8, device="neuron")
+    with torch.neuron.stream(s):
+        u = t * 2
+    t.record_stream(s)
+    del t  # the buffer work on `s` reads stays alive for it
+    s.synchronize()
+    assert u.shape == (8,)
+    wrong = torch.neuron.Stream(device="neuron:1")
+    with pytest.raises(RuntimeError, match="neuron:0 but the stream is on neuron:1"):
+        torch.ones(2, device="neuron:0").record_stream(wrong)
+
+
+def test_group_offloading_stream_check_passes():
+    from diffusers.hooks.group_offloading import apply_group_offloading
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    x = torch.randn(3, 8)
+    ref = model(x)
+    apply_group_offloading(model, onload_device=torch.device("neuron"), offload_type="leaf_level",
+                           use_stream=True)
+    out = model(x.to("neuron"))
+    torch.testing.assert_close(out.cpu(), ref)
