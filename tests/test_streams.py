@@ -171,3 +171,17 @@ def test_group_offloading_stream_check_passes():
                            use_stream=True)
     out = model(x.to("neuron"))
     torch.testing.assert_close(out.cpu(), ref)
+
+
+def test_in_place_work_and_many_launches_on_a_stream():
+    # an in-place op donates its input buffer: events over donated launches still complete
+    s = torch.neuron.Stream()
+    t = torch.zeros(16, device="neuron")
+    with torch.neuron.stream(s):
+        for _ in range(600):  # past the point where a stream's launch list is cleaned
+            t.add_(1)
+        e = s.record_event()
+    e.synchronize()
+    assert e.query() and s.query()
+    torch.neuron.synchronize()
+    assert t.cpu().tolist() == [600.0] * 16

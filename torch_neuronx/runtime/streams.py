@@ -60,8 +60,9 @@ def _stream(device: int, stream_id: int) -> _Stream:
 
 
 def _finished(ref) -> bool:
+    # deleted: donated to a later launch, which is remembered in its own right
     arr = ref()
-    return arr is None or arr.is_ready()
+    return arr is None or arr.is_deleted() or arr.is_ready()
 
 
 def launched(device: int, output) -> None:
@@ -105,7 +106,7 @@ def _wait(ev: _Event) -> None:
             continue
         for r in e.launches:
             arr = r()
-            if arr is not None:
+            if arr is not None and not arr.is_deleted():
                 arr.block_until_ready()
         seen.append(e)
         stack.extend(e.after)
