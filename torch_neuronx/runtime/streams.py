@@ -24,7 +24,7 @@ import weakref
 from .. import _C
 from . import storage
 
-_PRUNE_AT = 256  # a stream's launch list is cleaned of finished launches when it grows past this
+_PRUNE_AT = 256  # a stream's launch list drops the launches whose outputs died when it grows past this
 
 
 class _Event:
@@ -40,16 +40,18 @@ class _Event:
 
 
 class _Stream:
-    __slots__ = ("launches", "after")
+    __slots__ = ("launches", "after", "prune_at")
 
     def __init__(self):
         self.launches = []
         self.after = []  # the last event recorded here, and events this stream waited on
+        self.prune_at = _PRUNE_AT
 
 
 _streams: dict[tuple[int, int], _Stream] = {}
 _events: dict[int, _Event] = {}
-_lock = threading.RLock()
+_lock = threading.Lock()
+_prune_lock = threading.Lock()
 
 
 def _stream(device: int, stream_id: int) -> _Stream:
@@ -68,10 +70,16 @@ def _finished(ref) -> bool:
 def launched(device: int, output) -> None:
     """Note a launch on the calling thread's current stream of `device` (its first output)."""
     st = _stream(device, _C._current_stream(device))
-    st.launches.append(weakref.ref(output))
-    if len(st.launches) > _PRUNE_AT:
-        with _lock:
-            st.launches = [r for r in st.launches if not _finished(r)]
+    launches = st.launches
+    launches.append(weakref.ref(output))
+    if len(launches) > st.prune_at and _prune_lock.acquire(blocking=False):
+        try:  # in place, up to what was there: other threads may append meanwhile (the default stream)
+            n = len(launches)
+            launches[:n] = [r for r in launches[:n] if r() is not None]
+            # what stays is alive (held in storages): look again when the list has doubled
+            st.prune_at = max(_PRUNE_AT, 2 * len(launches))
+        finally:
+            _prune_lock.release()
 
 
 def _complete(ev: _Event) -> bool:
