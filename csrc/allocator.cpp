@@ -286,7 +286,9 @@ c10::CachingDeviceAllocator::DeviceStats memory_stats(c10::DeviceIndex device) {
   return c.stats;
 }
 
-void reset_peak_memory_stats(c10::DeviceIndex device) {
+// Runs `reset` on every Stat of a device's counters and `rest` on the counters, under its mutex.
+template <typename Reset>
+void reset_stats(c10::DeviceIndex device, Reset reset, void (*rest)(c10::CachingDeviceAllocator::DeviceStats&)) {
   check_device_index(device);
   auto& c = g_counters[device];
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -295,32 +297,27 @@ void reset_peak_memory_stats(c10::DeviceIndex device) {
                     &st.allocated_bytes, &st.reserved_bytes, &st.active_bytes,
                     &st.inactive_split_bytes, &st.requested_bytes}) {
     for (auto& stat : *arr) {
-      stat.reset_peak();
+      reset(stat);
     }
   }
-  st.oversize_allocations.reset_peak();
-  st.oversize_segments.reset_peak();
+  reset(st.oversize_allocations);
+  reset(st.oversize_segments);
+  rest(st);
+}
+
+void reset_peak_memory_stats(c10::DeviceIndex device) {
+  reset_stats(
+      device, [](c10::CachingAllocator::Stat& s) { s.reset_peak(); },
+      [](c10::CachingDeviceAllocator::DeviceStats&) {});
 }
 
 void reset_accumulated_memory_stats(c10::DeviceIndex device) {
-  check_device_index(device);
-  auto& c = g_counters[device];
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto& st = c.stats;
-  for (auto* arr : {&st.allocation, &st.segment, &st.active, &st.inactive_split,
-                    &st.allocated_bytes, &st.reserved_bytes, &st.active_bytes,
-                    &st.inactive_split_bytes, &st.requested_bytes}) {
-    for (auto& stat : *arr) {
-      stat.reset_accumulated();
-    }
-  }
-  st.oversize_allocations.reset_accumulated();
-  st.oversize_segments.reset_accumulated();
-  st.num_alloc_retries = 0;
-  st.num_ooms = 0;
-  st.num_sync_all_streams = 0;
-  st.num_device_alloc = 0;
-  st.num_device_free = 0;
+  reset_stats(
+      device, [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); },
+      [](c10::CachingDeviceAllocator::DeviceStats& st) {
+        st.num_alloc_retries = st.num_ooms = st.num_sync_all_streams = 0;
+        st.num_device_alloc = st.num_device_free = 0;
+      });
 }
 
 void set_memory_capacity(c10::DeviceIndex device, int64_t bytes) {

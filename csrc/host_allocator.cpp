@@ -133,28 +133,28 @@ struct NeuronHostAllocator final : at::HostAllocator {
   }
 
   void reset_accumulated_stats() override {
+    reset([](auto& stat) { stat.reset_accumulated(); });
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations,
-                       &stats_.allocated_bytes}) {
-      stat->reset_accumulated();
-    }
-    stats_.host_alloc_time.reset_accumulated();
-    stats_.host_free_time.reset_accumulated();
     stats_.num_host_alloc = 0;
     stats_.num_host_free = 0;
   }
 
   void reset_peak_stats() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations,
-                       &stats_.allocated_bytes}) {
-      stat->reset_peak();
-    }
-    stats_.host_alloc_time.reset_peak();
-    stats_.host_free_time.reset_peak();
+    reset([](auto& stat) { stat.reset_peak(); });
   }
 
  private:
+  template <typename Reset>
+  void reset(Reset fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations,
+                       &stats_.allocated_bytes}) {
+      fn(*stat);
+    }
+    fn(stats_.host_alloc_time);
+    fn(stats_.host_free_time);
+  }
+
   std::mutex mutex_;
   std::map<uintptr_t, size_t> blocks_; // every block, in use or cached: start -> size
   std::unordered_map<size_t, std::vector<void*>> free_;

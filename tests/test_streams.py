@@ -218,3 +218,22 @@ def test_in_place_work_and_many_launches_on_a_stream():
     assert e.query() and s.query()
     torch.neuron.synchronize()
     assert t.cpu().tolist() == [600.0] * 16
+
+
+def test_timing_across_a_wait_and_a_synchronize(heavy):
+    """end waits (through its stream) for start's work; synchronizing end must not stamp start late."""
+    _, _, run = heavy
+    s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    with torch.neuron.stream(s1):
+        run()
+        start.record()
+        t0 = time.perf_counter()
+        run()
+    s2.wait_stream(s1)
+    with torch.neuron.stream(s2):
+        end.record()
+    end.synchronize()
+    second_ms = (time.perf_counter() - t0) * 1e3
+    ms = start.elapsed_time(end)
+    assert 0.2 * second_ms < ms <= second_ms + 1.0, (ms, second_ms)

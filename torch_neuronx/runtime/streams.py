@@ -82,19 +82,29 @@ def launched(device: int, output) -> None:
             _prune_lock.release()
 
 
-def _complete(ev: _Event) -> bool:
-    """Whether `ev` has completed, without waiting (finished parts are dropped as found)."""
-    stack, seen = [ev], []
+def _unfinished(ev: _Event) -> list[_Event]:
+    """`ev` and the events it must wait for that are not done yet, each once, every event after
+    the ones it waits for."""
+    order, seen, stack = [], set(), [(ev, False)]
     while stack:
-        e = stack.pop()
-        if e.done:
-            continue
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+        elif not e.done and id(e) not in seen:
+            seen.add(id(e))
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.after)
+    return order
+
+
+def _complete(ev: _Event) -> bool:
+    """Whether `ev` has completed, without waiting (finished launches are dropped as found)."""
+    parts = _unfinished(ev)
+    for e in parts:
         e.launches = [r for r in e.launches if not _finished(r)]
         if e.launches:
             return False
-        seen.append(e)
-        stack.extend(e.after)
-    for e in seen:  # every part of every event reached is finished
+    for e in parts:
         _mark_done(e)
     return True
 
@@ -107,18 +117,11 @@ def _mark_done(e: _Event) -> None:
 
 
 def _wait(ev: _Event) -> None:
-    stack, seen = [ev], []
-    while stack:
-        e = stack.pop()
-        if e.done:
-            continue
+    for e in _unfinished(ev):  # what it waits for first, each stamped as it completes
         for r in e.launches:
             arr = r()
             if arr is not None and not arr.is_deleted():
                 arr.block_until_ready()
-        seen.append(e)
-        stack.extend(e.after)
-    for e in reversed(seen):  # the ones waited for first (the oldest) are stamped first
         _mark_done(e)
 
 
