@@ -98,6 +98,38 @@ CASES = [
     ("multilabel_margin", lambda d: F.multilabel_margin_loss(_r(5, 4, device=d), torch.ones(4, dtype=torch.long,
                                                                                                device=d)),
      "aten.multilabel_margin_loss", "inconsistent target size: [4] for input of size: [5, 4]"),
+    # broadcasting as TensorIterator states it (the meta kernels' Python broadcasting words it otherwise)
+    ("broadcast", lambda d: _r(10, 2, 3, device=d) - _r(10, 2, 2, device=d), "aten.sub.Tensor",
+     "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 2"),
+    ("broadcast_inplace", lambda d: _r(3, device=d).sub_(_r(2, 1, device=d)), "aten.sub_.Tensor",
+     "output with shape [3] doesn't match the broadcast shape [2, 3]"),
+    # an out= the CPU fallback writes: its copies would hide the overlap
+    ("masked_select_out", lambda d: (lambda y: torch.masked_select(y, y > 0, out=y))(_r(6, device=d)),
+     "aten.masked_select.out", "some elements of the input tensor and the written-to tensor refer to a single"),
+    # multi_margin_loss as the CPU kernel checks it, before the decomposition reshapes
+    ("multi_margin_empty", lambda d: torch.ops.aten.multi_margin_loss(_r(0, device=d), torch.zeros(
+        5, dtype=torch.long, device=d)), "aten.multi_margin_loss",
+     "Expected non-empty vector or matrix with optional 0-dim batch size, but got: [0]"),
+    ("multi_margin_target", lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, 4, dtype=torch.long,
+                                                                                         device=d)),
+     "aten.multi_margin_loss", "Expected target size [5], but got [5, 4]. Input has shape [5, 4]."),
+    ("multi_margin_target_dtype", lambda d: F.multi_margin_loss(_r(5, 4, device=d), _r(5, device=d)),
+     "aten.multi_margin_loss", "expected scalar type Long but found Float"),
+    ("multi_margin_weight", lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, dtype=torch.long,
+                                                                                         device=d), weight=_r(5, device=d)),
+     "aten.multi_margin_loss", "inconsistent weight size, expected 4 but got [5]"),
+    # ormqr: tau's length is min(other's, input's) on the CPU; its dtype message as it spells it
+    ("ormqr_tau", lambda d: torch.ormqr(_r(5, 3, device=d), _r(2, device=d), _r(5, 5, device=d)), "aten.ormqr",
+     "torch.ormqr: tau.shape[-1] must be equal to min(other.shape[-2], input.shape[-1])"),
+    ("ormqr_dtype", lambda d: torch.ormqr(_r(5, 3, device=d), _r(3, dtype=torch.float64, device=d), _r(5, 5, device=d)),
+     "aten.ormqr", "Expected input and tau to have the same dtype, but input has dtypeFloat and tau has dtype Double"),
+    ("ormqr_tau_0d", lambda d: torch.ormqr(_r(3, 3, device=d), torch.tensor(1.0, device=d), _r(3, 3, device=d)),
+     "aten.ormqr", "Dimension specified as -1 but tensor has no dimensions"),
+    # as_strided_scatter past the end of self's storage
+    ("as_strided_scatter_bounds", lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(2, 2, device=d), [2, 2],
+                                                                     [4, 1], 11), "aten.as_strided_scatter",
+     "setStorage: sizes [2, 2], strides [4, 1], storage offset 11, and itemsize 4 requiring a storage size of 68 are "
+     "out of bounds for storage of size 64"),
 ]
 
 
@@ -130,6 +162,23 @@ def test_same_dtypes_still_compute():
     assert y.cpu().tolist() == [[[[4.0, 4.0], [4.0, 4.0]]]]
     x = torch.arange(4.0, device="neuron")
     assert torch.cat([x, torch.empty(0, device="neuron")]).cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("case", [
+    lambda d: torch.ormqr(_r(5, 3, device=d), _r(3, device=d), _r(5, 5, device=d)),
+    lambda d: torch.ormqr(_r(5, 3, device=d), _r(3, device=d), _r(4, 5, device=d), left=False),
+    lambda d: torch.ormqr(_r(5, 0, device=d), _r(0, device=d), _r(5, 5, device=d)),
+    lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(2, 2, device=d), [2, 2], [4, 1], 10),
+    lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(0, 2, device=d), [0, 2], [200, 200], 0),
+    lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, dtype=torch.long, device=d), weight=_r(4, device=d)),
+    lambda d: torch.ops.aten.multi_margin_loss(_r(4, device=d), torch.zeros((), dtype=torch.long, device=d)),
+    lambda d: torch.ops.aten.multi_margin_loss(_r((), device=d), torch.zeros(1, dtype=torch.long, device=d)),
+], ids=["ormqr", "ormqr_right", "ormqr_empty", "as_strided_scatter_edge", "as_strided_scatter_empty",
+        "multi_margin_weight", "multi_margin_1d", "multi_margin_0d"])
+def test_what_the_cpu_accepts_still_computes(case):
+    """The stricter checks at their edges: what the CPU accepts computes the CPU's values."""
+    cpu, neuron = case("cpu"), case("neuron")
+    torch.testing.assert_close(neuron.cpu(), cpu)
 
 
 # (2) a device index past the device count

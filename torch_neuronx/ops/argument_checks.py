@@ -324,6 +324,88 @@ def _complex(real, imag, *_, out=None, **__):
                                f"{scalar_type_name(out.dtype)} for argument 'out'")
 
 
+# ---- losses and linear algebra whose CPU kernels check other conditions (or in another order)
+# than PyTorch's decomposition or meta kernel
+
+
+def _multi_margin_loss(self, target, p=1, margin=1, weight=None, *_, **__):
+    """aten/src/ATen/native/LossMultiMargin.cpp: the decomposition reshapes before it checks (its
+    messages name the reshaped sizes) and leaves the dtypes to gather and promotion."""
+    if p not in (1, 2):
+        raise RuntimeError("only p == 1 and p == 2 supported")
+    n = self.dim()
+    if not ((n == 2 and self.shape[1] != 0) or (n == 1 and self.shape[0] != 0) or n == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(self.shape)}")
+    frames, dim = (self.shape[0], self.shape[1]) if n == 2 else (1, self.shape[0] if n == 1 else 1)
+    if target.dim() > 1 or target.numel() != frames:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{frames}], but got {list(target.shape)}. "
+                           f"Input has shape {list(self.shape)}.")
+    if _tensor(weight) and (weight.dim() > 1 or weight.numel() != dim):
+        raise RuntimeError(f"inconsistent weight size, expected {dim} but got {list(weight.shape)}")
+    # the CPU kernel's dispatch takes float and double; the reduced float types stay accepted here
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f'"multi_margin_loss_cpu_kernel" not implemented for '
+                                  f"'{scalar_type_name(self.dtype)}'")
+    if target.dtype != torch.int64:
+        raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(target.dtype)}")
+    if _tensor(weight) and weight.dtype != self.dtype:
+        raise RuntimeError(f"expected scalar type {scalar_type_name(self.dtype)} but found "
+                           f"{scalar_type_name(weight.dtype)}")
+
+
+def _ormqr(self, input2, input3, left=True, transpose=False, *_, **__):
+    """BatchLinearAlgebra.cpp's ormqr checks: tau's length is min(other's, input's), where the meta
+    kernel only bounds it; the dtype messages as the CPU spells them ("dtypeFloat")."""
+    tau, other = input2, input3
+    if self.dim() < 2:
+        raise RuntimeError("torch.ormqr: input must have at least 2 dimensions.")
+    if other.dim() < 2:
+        raise RuntimeError("torch.ormqr: other must have at least 2 dimensions.")
+    side = -2 if left else -1
+    if other.shape[side] != self.shape[-2]:
+        raise RuntimeError(f"torch.ormqr: other.shape[{side}] must be equal to input.shape[-2]")
+    if tau.dim() == 0:  # the CPU reads tau.size(-1)
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    if tau.shape[-1] != min(other.shape[side], self.shape[-1]):
+        raise RuntimeError(f"torch.ormqr: tau.shape[-1] must be equal to min(other.shape[{side}], input.shape[-1])")
+    if self.dim() - tau.dim() != 1:
+        raise RuntimeError(f"torch.ormqr: Expected tau to have one dimension less than input, but got tau.ndim "
+                           f"equal to {tau.dim()} and input.ndim is equal to {self.dim()}")
+    if self.dim() != other.dim():
+        raise RuntimeError(f"torch.ormqr: Expected other to have the same number of dimensions as input, but got "
+                           f"other.ndim equal to {other.dim()} and input.ndim is equal to {self.dim()}")
+    if self.dim() > 2:
+        if tuple(tau.shape[:-1]) != tuple(self.shape[:-2]):
+            raise RuntimeError(f"torch.ormqr: Expected batch dimensions of tau to be equal to input.shape[:-2], "
+                               f"but got {list(tau.shape[:-1])}")
+        if tuple(other.shape[:-2]) != tuple(self.shape[:-2]):
+            raise RuntimeError(f"torch.ormqr: Expected batch dimensions of other to be equal to input.shape[:-2], "
+                               f"but got {list(other.shape[:-2])}")
+    for name, t in (("tau", tau), ("other", other)):
+        if t.dtype != self.dtype:
+            raise RuntimeError(f"torch.ormqr: Expected input and {name} to have the same dtype, but input has "
+                               f"dtype{scalar_type_name(self.dtype)} and {name} has dtype {scalar_type_name(t.dtype)}")
+
+
+def _as_strided_scatter(self, src, size, stride, storage_offset=None, *_, **__):
+    """The CPU views a clone of `self` (a storage of its numel) through (size, stride, offset): a
+    view past its end is setStorage's error. The checks before it (a negative offset or stride,
+    lengths that differ) are the meta kernel's, raised by it."""
+    offset = 0 if storage_offset is None else storage_offset
+    size, stride = list(size), list(stride)
+    if offset < 0 or len(size) != len(stride) or any(s < 0 for s in stride) or any(n == 0 for n in size):
+        return
+    itemsize = self.element_size()
+    needed = (offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1) * itemsize
+    have = self.numel() * itemsize
+    if needed > have:
+        raise RuntimeError(f"setStorage: sizes {size}, strides {stride}, storage offset {offset}, and itemsize "
+                           f"{itemsize} requiring a storage size of {needed} are out of bounds for storage of size "
+                           f"{have}")
+
+
 CHECKS = {
     "aten.mm": _mm,
     "aten.addmm": _addmm,
@@ -349,6 +431,9 @@ CHECKS = {
     "aten.bucketize": _bucketize,
     "aten.aminmax": _aminmax,
     "aten.complex": _complex,
+    "aten.multi_margin_loss": _multi_margin_loss,
+    "aten.ormqr": _ormqr,
+    "aten.as_strided_scatter": _as_strided_scatter,
 }
 
 
