@@ -233,3 +233,81 @@ def test_a_number_the_cached_executable_never_saw_is_still_checked(inplace):
         assert fill(mask, 1).cpu().tolist() == [1, 0, 1]
         with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
             fill(mask, 1000)
+
+
+# (3) compiled graphs: the same table checks a Dynamo graph's calls (compile/cpu_checks.py). The CPU's
+# compiled graph (backend "eager": its kernels run the graph) raises from its kernel when called;
+# neuron's raises the same type and message, the op named. Inputs are the graph's arguments.
+
+
+def _i(*shape, dtype=torch.int64):
+    return lambda d: torch.zeros(*shape, dtype=dtype, device=d)
+
+
+def _f(*shape, dtype=F32):
+    return lambda d: torch.ones(*shape, dtype=dtype, device=d)
+
+
+# (id, the compiled function, its inputs (one maker per argument, given the device), the ATen op, a fragment)
+COMPILED_CASES = [
+    ("matmul", lambda a, b: a @ b, [_f(2, 3, dtype=B), _f(3, 4)], "aten.mm",
+     "expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float"),
+    ("linear_bias", lambda x, w, b: F.linear(x, w, b), [_f(2, 3), _f(4, 3), _f(4, dtype=B)], "aten.addmm",
+     "self and mat2 must have the same dtype, but got BFloat16 and Float"),
+    ("conv_dilation", lambda x, w: F.conv1d(x, w, dilation=0), [_f(1, 1, 4), _f(1, 1, 2)], "aten.convolution",
+     "dilation should be greater than zero"),
+    ("multinomial_n", lambda p: torch.multinomial(p, 3), [_f(2)], "aten.multinomial",
+     "cannot sample n_sample > prob_dist.size(-1) samples without replacement"),
+    ("masked_fill_overflow", lambda t, m: t.masked_fill(m, 1000), [_i(3, dtype=torch.int8), _i(3, dtype=torch.bool)],
+     "aten.masked_fill", "value cannot be converted to type int8_t without overflow"),
+    ("uniform_range", lambda t: t.uniform_(3, -1), [_f(3)], "aten.uniform", "uniform_ expects to return a [from, to) "
+     "range, but found from=3 > to=-1"),
+    ("bucketize_dims", lambda x, b: torch.bucketize(x, b), [_f(3), _f(2, 2)], "aten.bucketize",
+     "boundaries tensor must be 1 dimension, but got dim(2)"),
+    ("aminmax_out", lambda x, lo, hi: torch.aminmax(x, out=(lo, hi)), [_f(3), _f(()), _f((), dtype=torch.float64)],
+     "aten.aminmax", "Expected out tensor to have dtype float, but got double instead"),
+    ("take_out_overlap", lambda x, i: torch.take(x, i, out=x[:2]), [_f(4), _i(2)], "aten.take",
+     "some elements of the input tensor and the written-to tensor refer to a single memory location"),
+]
+
+
+def _compiled_raised(fn, makers, device, backend):
+    torch._dynamo.reset()
+    return _raised(lambda d: torch.compile(fn, backend=backend)(*[m(d) for m in makers]), device)
+
+
+@pytest.mark.parametrize("case", COMPILED_CASES, ids=[c[0] for c in COMPILED_CASES])
+def test_compiled_graph_raises_what_the_cpu_raises(case):
+    _name, fn, makers, op, fragment = case
+    cpu = _compiled_raised(fn, makers, "cpu", "eager")
+    assert cpu is not None and fragment in str(cpu), f"the CPU no longer raises this: {cpu!r}"
+    neuron = _compiled_raised(fn, makers, "neuron", "neuron")
+    assert neuron is not None, "the neuron graph computed what the CPU rejects"
+    assert type(neuron) is type(cpu), f"{type(neuron).__name__} on neuron, {type(cpu).__name__} on the CPU: {neuron}"
+    assert op in str(neuron), f"the error does not name {op}: {neuron}"
+    assert fragment in str(neuron), str(neuron)
+
+
+def test_compiled_rejection_holds_per_graph():
+    """A rejected graph raises on every call; inputs Dynamo guards apart (other dtypes) compile anew,
+    and what the CPU accepts computes."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, b: a @ b, backend="neuron")
+    a, b = _r(2, 3, dtype=B, device="neuron"), _r(3, 4, device="neuron")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"aten.mm.default: expected m1 and m2 to have the same dtype"):
+            f(a, b)
+    assert f(a.float(), b).cpu().tolist() == [[3.0] * 4] * 2
+    x, y = torch.arange(4.0, device="neuron"), _r(2, device="neuron")
+    g = torch.compile(lambda x, i, y: torch.take(x, i, out=y), backend="neuron")
+    g(x, torch.tensor([3, 1], device="neuron"), y)  # an out= of its own storage: no overlap
+    assert y.cpu().tolist() == [3.0, 1.0]
+
+
+def test_compiled_meta_rejections_are_dynamos_on_both():
+    """What a meta kernel rejects, Dynamo's fake tensors reject while tracing: the same error type
+    (Dynamo's) on the CPU and on neuron, the meta kernel's message in it."""
+    fn, makers = (lambda a, b: torch.bmm(a, b)), [_f(2, 2, 3, dtype=B), _f(2, 3, 4)]
+    cpu, neuron = _compiled_raised(fn, makers, "cpu", "eager"), _compiled_raised(fn, makers, "neuron", "neuron")
+    assert type(cpu) is type(neuron) is torch._dynamo.exc.TorchRuntimeError
+    assert "expected scalar type torch.bfloat16 but found torch.float32" in str(neuron)

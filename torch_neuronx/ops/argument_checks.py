@@ -11,6 +11,7 @@ schema's arguments; it runs on the call's own tensors (overlap checks need their
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from .cpu_messages import cpp_type_name, named, scalar_type_name
 
@@ -131,23 +132,27 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
 
 
 def _extent(t):
-    """The byte range [start, end) the view `t` spans in its storage (None: it spans none)."""
+    """The byte range [start, end) the view `t` spans in its storage (None: it spans none). From the
+    storage offset, not the data pointer: a compiled graph's fake tensors have none, but share a
+    storage between views as real ones do."""
     if t.numel() == 0:
         return None
     last = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
-    start = t.data_ptr() - sum((n - 1) * -s for n, s in zip(t.shape, t.stride()) if s < 0) * t.element_size()
-    return start, start + (last + 1) * t.element_size()
+    first = t.storage_offset() - sum((n - 1) * -s for n, s in zip(t.shape, t.stride()) if s < 0)
+    return first * t.element_size(), (first + last + 1) * t.element_size()
 
 
 def overlap(a, b):
     """"full" if views `a` and `b` are the same memory, "partial" if they share some, else None."""
     if not (_tensor(a) and _tensor(b)) or a.device != b.device:
         return None
+    if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+        return None
     ea, eb = _extent(a), _extent(b)
     if ea is None or eb is None or ea[1] <= eb[0] or eb[1] <= ea[0]:
         return None
-    if (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-            and a.element_size() == b.element_size()):
+    if (a.storage_offset() * a.element_size() == b.storage_offset() * b.element_size() and a.shape == b.shape
+            and a.stride() == b.stride() and a.element_size() == b.element_size()):
         return "full"
     return "partial"
 
@@ -281,8 +286,8 @@ def _masked_fill(self, mask, value, *_, **__):
     if self.dtype not in _OVERFLOW_NAME:
         return
     if _tensor(value):
-        if not (value.dtype.is_complex and value.dim() == 0):
-            return
+        if not (value.dtype.is_complex and value.dim() == 0) or is_fake(value):
+            return  # a compiled graph's value tensor holds no number to read
         value = value.item()
     if isinstance(value, complex):
         if value.imag != 0:
