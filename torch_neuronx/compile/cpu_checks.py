@@ -14,6 +14,8 @@ the op named, when called, as the CPU's compiled graph raises from its kernel.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -46,7 +48,8 @@ def first_error(gm: torch.fx.GraphModule, example_inputs) -> Exception | None:
     mode = FakeTensorMode(allow_non_fake_inputs=True)  # a fresh one: the run's writes touch no value of Dynamo's
     inputs = [mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
     try:
-        with mode, _Checking():
+        with mode, _Checking(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the graph's own warnings come from its real run
             torch.fx.Interpreter(gm).run(*inputs)
     except _Rejected as rejected:
         return rejected.error

@@ -6,7 +6,10 @@ where the CPU raises, and the convolution meta kernel computes a size from a zer
 negative padding. `check(op, args, kwargs)` raises what the CPU raises for such calls, with its
 message, so the executor (which names the op) rejects them as the CPU does. `CHECKS` maps an
 overload packet's name (`aten.mm`: every overload, `out=` ones too) to a function taking the
-schema's arguments; it runs on the call's own tensors (overlap checks need their storages).
+schema's arguments; it runs on the call's own tensors (overlap checks need their storages), and,
+for a compiled graph, on fake copies of its inputs as Dynamo's graph dispatches them
+(`compile/cpu_checks.py`): a check reads shapes, dtypes, strides and storages, and no value of a
+fake tensor.
 """
 from __future__ import annotations
 
