@@ -125,6 +125,17 @@ CASES = [
      "aten.ormqr", "Expected input and tau to have the same dtype, but input has dtypeFloat and tau has dtype Double"),
     ("ormqr_tau_0d", lambda d: torch.ormqr(_r(3, 3, device=d), torch.tensor(1.0, device=d), _r(3, 3, device=d)),
      "aten.ormqr", "Dimension specified as -1 but tensor has no dimensions"),
+    # index_add / index_reduce as index_func_meta_impl checks them (the meta kernel lets another slice shape by)
+    ("index_add_shape", lambda d: torch.index_add(_r(3, 2, device=d), 0, torch.tensor([0, 2], device=d),
+                                                  _r(2, device=d)), "aten.index_add",
+     "source tensor shape must match self tensor shape, excluding the specified dimension. Got self.shape = [3, 2] "
+     "source.shape = [2]"),
+    ("index_add_count", lambda d: _r(3, 2, device=d).index_add_(0, torch.tensor([0, 2, 1], device=d),
+                                                                _r(2, 2, device=d)), "aten.index_add_",
+     "index_add_(): Number of indices (3) should be equal to source.size(dim): (2), for dim: 0"),
+    ("index_reduce_dim", lambda d: torch.index_reduce(_r(3, 2, device=d), 5, torch.tensor([0], device=d),
+                                                      _r(1, 2, device=d), "prod"), "aten.index_reduce",
+     "Dimension out of range (expected to be in range of [-2, 1], but got 5)"),
     # as_strided_scatter past the end of self's storage
     ("as_strided_scatter_bounds", lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(2, 2, device=d), [2, 2],
                                                                      [4, 1], 11), "aten.as_strided_scatter",
@@ -173,8 +184,11 @@ def test_same_dtypes_still_compute():
     lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, dtype=torch.long, device=d), weight=_r(4, device=d)),
     lambda d: torch.ops.aten.multi_margin_loss(_r(4, device=d), torch.zeros((), dtype=torch.long, device=d)),
     lambda d: torch.ops.aten.multi_margin_loss(_r((), device=d), torch.zeros(1, dtype=torch.long, device=d)),
+    lambda d: torch.index_add(_r(3, 2, device=d), -1, torch.tensor([1], device=d), _r(3, 1, device=d), alpha=2),
+    lambda d: torch.index_add(_r((), device=d), 0, torch.tensor([0], device=d), _r((), device=d)),
 ], ids=["ormqr", "ormqr_right", "ormqr_empty", "as_strided_scatter_edge", "as_strided_scatter_empty",
-        "multi_margin_weight", "multi_margin_1d", "multi_margin_0d"])
+        "multi_margin_weight", "multi_margin_1d", "multi_margin_0d", "index_add_last_dim",
+        "index_add_0d"])
 def test_what_the_cpu_accepts_still_computes(case):
     """The stricter checks at their edges: what the CPU accepts computes the CPU's values."""
     cpu, neuron = case("cpu"), case("neuron")
@@ -268,6 +282,11 @@ COMPILED_CASES = [
      "aten.aminmax", "Expected out tensor to have dtype float, but got double instead"),
     ("take_out_overlap", lambda x, i: torch.take(x, i, out=x[:2]), [_f(4), _i(2)], "aten.take",
      "some elements of the input tensor and the written-to tensor refer to a single memory location"),
+    ("index_add_shape", lambda x, i, s: x.index_add(0, i, s), [_f(3, 2), _i(2), _f(2)], "aten.index_add",
+     "source tensor shape must match self tensor shape, excluding the specified dimension"),
+    # the decomposition's check, which AOTAutograd's trace would turn into a compilation error
+    ("complex_dtypes", lambda a, b: torch.complex(a, b), [_f(2), _f(2, dtype=torch.float64)], "aten.complex",
+     "Expected object of scalar type Float but got scalar type Double for second argument"),
 ]
 
 

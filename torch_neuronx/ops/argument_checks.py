@@ -325,6 +325,12 @@ def _aminmax(self, *_, min=None, max=None, **__):
 
 
 def _complex(real, imag, *_, out=None, **__):
+    reals = (torch.float16, torch.float32, torch.float64)
+    if _tensor(real) and _tensor(imag) and real.dtype in reals and imag.dtype in reals and real.dtype != imag.dtype:
+        # the decomposition raises it too, in eager mode; a compiled graph's decomposition runs in
+        # AOTAutograd's trace, which would hide it in a compilation error
+        raise RuntimeError(f"Expected object of scalar type {scalar_type_name(real.dtype)} but got scalar type "
+                           f"{scalar_type_name(imag.dtype)} for second argument")
     if _tensor(out) and _tensor(real) and real.dtype.is_floating_point:
         expected = torch.complex128 if real.dtype == torch.float64 else torch.complex64
         if out.dtype != expected:
@@ -414,6 +420,48 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None, *_, **__):
                            f"{have}")
 
 
+def _index_func(name):
+    """index_func_meta_impl (TensorAdvancedIndexing.cpp), the CPU's checks of index_add and
+    index_reduce: PyTorch's meta kernel words the index count otherwise and lets a source of another
+    slice shape through (the lowering then broadcast it, or failed in jax)."""
+    def check(self, dim, index, source, *rest, **kwargs):
+        if name == "index_reduce":
+            reduce = rest[0] if rest else kwargs.get("reduce")
+            if reduce not in ("prod", "mean", "amax", "amin"):
+                raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+                                   f"{reduce}.")
+        if not (_tensor(index) and _tensor(source)):
+            return
+        rank = max(self.dim(), 1)
+        if not -rank <= dim < rank:  # index_reduce's meta kernel does not wrap it
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+        d = dim + rank if dim < 0 else dim
+        if index.dim() > 1:
+            raise IndexError(f"{name}_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
+                             f"{scalar_type_name(index.dtype)} and size: {list(index.shape)}")
+        if index.dtype not in (torch.int64, torch.int32):
+            raise RuntimeError(f"{name}_(): Expected dtype int32/int64 for index but got: "
+                               f"{scalar_type_name(index.dtype)}")
+        if self.dtype != source.dtype:
+            raise RuntimeError(f"{name}_(): self ({scalar_type_name(self.dtype)}) and source "
+                               f"({scalar_type_name(source.dtype)}) must have the same scalar type")
+        if not (d == 0 or d < source.dim()):
+            raise RuntimeError(f"{name}_(): Indexing dim {d} is out of bounds of the source tensor with dim "
+                               f"{source.dim()}")
+        if index.numel() != (1 if source.dim() == 0 else source.shape[d]):
+            if source.dim() == 0:  # the CPU's message reads source.size(dim)
+                raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+            raise RuntimeError(f"{name}_(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+                               f"({source.shape[d]}), for dim: {d}")
+        mine, theirs = list(self.shape), list(source.shape)
+        if self.dim() and source.dim():
+            del mine[d], theirs[d]
+        if mine != theirs:
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                               f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}")
+    return check
+
+
 CHECKS = {
     "aten.mm": _mm,
     "aten.addmm": _addmm,
@@ -442,6 +490,10 @@ CHECKS = {
     "aten.multi_margin_loss": _multi_margin_loss,
     "aten.ormqr": _ormqr,
     "aten.as_strided_scatter": _as_strided_scatter,
+    "aten.index_add": _index_func("index_add"),
+    "aten.index_add_": _index_func("index_add"),
+    "aten.index_reduce": _index_func("index_reduce"),
+    "aten.index_reduce_": _index_func("index_reduce"),
 }
 
 
