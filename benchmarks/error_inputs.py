@@ -3,6 +3,8 @@
     python benchmarks/error_inputs.py               # every op_db entry with error inputs
     python benchmarks/error_inputs.py --ops mm,conv # entries whose name contains a substring
     python benchmarks/error_inputs.py -v            # also list every entry that does not match
+    python benchmarks/error_inputs.py --compiled    # each call in a torch.compile'd function: the CPU's
+                                                    # backend "eager" (its kernels) against "neuron"
 
 Each OpInfo's `error_inputs(device)` yields ErrorInputs (a sample, the error type and a regex the
 message must match). Each one runs on the CPU and on neuron (generated for that device, float32
@@ -60,12 +62,16 @@ def _error_inputs(op, device):
         return [], e
 
 
-def _run(op, error_input, device, seconds):
+def _run(op, error_input, device, seconds, compiled=False):
     """The exception the sample raises (None: none), its message's first line."""
     si = error_input.sample_input
+    call = op
+    if compiled:
+        torch._dynamo.reset()  # each input traced afresh (past the recompile limit Dynamo runs eagerly)
+        call = torch.compile(lambda *a, **k: op(*a, **k), backend="eager" if device == "cpu" else "neuron")
     try:
         with _deadline(seconds):
-            result = op(si.input, *si.args, **si.kwargs)
+            result = call(si.input, *si.args, **si.kwargs)
             if device != "cpu":
                 torch.neuron.synchronize()
                 _touch(result)
@@ -102,6 +108,7 @@ def main(argv=None):
     parser.add_argument("--ops", default="", help="comma-separated substrings of entry names")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per error input")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--compiled", action="store_true", help="run each call in a torch.compile'd function")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")  # the samples' own warnings (deprecations, padding='same')
 
@@ -131,7 +138,7 @@ def main(argv=None):
                 if paired:
                     cpu_ei = cpu_inputs[i]
                     try:
-                        cpu_e = _run(op, cpu_ei, "cpu", args.timeout)
+                        cpu_e = _run(op, cpu_ei, "cpu", args.timeout, args.compiled)
                     except EntryTimeout:
                         counts["cpu-only"] += 1
                         continue
@@ -139,7 +146,7 @@ def main(argv=None):
                         counts["cpu-only"] += 1
                         continue
                 try:
-                    e = _run(op, neuron_ei, "neuron", args.timeout)
+                    e = _run(op, neuron_ei, "neuron", args.timeout, args.compiled)
                 except EntryTimeout as t:
                     e = t
                 kind = _classify(e, neuron_ei.error_type, neuron_ei.error_regex)

@@ -98,6 +98,49 @@ CASES = [
     ("multilabel_margin", lambda d: F.multilabel_margin_loss(_r(5, 4, device=d), torch.ones(4, dtype=torch.long,
                                                                                                device=d)),
      "aten.multilabel_margin_loss", "inconsistent target size: [4] for input of size: [5, 4]"),
+    # broadcasting as TensorIterator states it (the meta kernels' Python broadcasting words it otherwise)
+    ("broadcast", lambda d: _r(10, 2, 3, device=d) - _r(10, 2, 2, device=d), "aten.sub.Tensor",
+     "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 2"),
+    ("broadcast_inplace", lambda d: _r(3, device=d).sub_(_r(2, 1, device=d)), "aten.sub_.Tensor",
+     "output with shape [3] doesn't match the broadcast shape [2, 3]"),
+    # an out= the CPU fallback writes: its copies would hide the overlap
+    ("masked_select_out", lambda d: (lambda y: torch.masked_select(y, y > 0, out=y))(_r(6, device=d)),
+     "aten.masked_select.out", "some elements of the input tensor and the written-to tensor refer to a single"),
+    # multi_margin_loss as the CPU kernel checks it, before the decomposition reshapes
+    ("multi_margin_empty", lambda d: torch.ops.aten.multi_margin_loss(_r(0, device=d), torch.zeros(
+        5, dtype=torch.long, device=d)), "aten.multi_margin_loss",
+     "Expected non-empty vector or matrix with optional 0-dim batch size, but got: [0]"),
+    ("multi_margin_target", lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, 4, dtype=torch.long,
+                                                                                         device=d)),
+     "aten.multi_margin_loss", "Expected target size [5], but got [5, 4]. Input has shape [5, 4]."),
+    ("multi_margin_target_dtype", lambda d: F.multi_margin_loss(_r(5, 4, device=d), _r(5, device=d)),
+     "aten.multi_margin_loss", "expected scalar type Long but found Float"),
+    ("multi_margin_weight", lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, dtype=torch.long,
+                                                                                         device=d), weight=_r(5, device=d)),
+     "aten.multi_margin_loss", "inconsistent weight size, expected 4 but got [5]"),
+    # ormqr: tau's length is min(other's, input's) on the CPU; its dtype message as it spells it
+    ("ormqr_tau", lambda d: torch.ormqr(_r(5, 3, device=d), _r(2, device=d), _r(5, 5, device=d)), "aten.ormqr",
+     "torch.ormqr: tau.shape[-1] must be equal to min(other.shape[-2], input.shape[-1])"),
+    ("ormqr_dtype", lambda d: torch.ormqr(_r(5, 3, device=d), _r(3, dtype=torch.float64, device=d), _r(5, 5, device=d)),
+     "aten.ormqr", "Expected input and tau to have the same dtype, but input has dtypeFloat and tau has dtype Double"),
+    ("ormqr_tau_0d", lambda d: torch.ormqr(_r(3, 3, device=d), torch.tensor(1.0, device=d), _r(3, 3, device=d)),
+     "aten.ormqr", "Dimension specified as -1 but tensor has no dimensions"),
+    # index_add / index_reduce as index_func_meta_impl checks them (the meta kernel lets another slice shape by)
+    ("index_add_shape", lambda d: torch.index_add(_r(3, 2, device=d), 0, torch.tensor([0, 2], device=d),
+                                                  _r(2, device=d)), "aten.index_add",
+     "source tensor shape must match self tensor shape, excluding the specified dimension. Got self.shape = [3, 2] "
+     "source.shape = [2]"),
+    ("index_add_count", lambda d: _r(3, 2, device=d).index_add_(0, torch.tensor([0, 2, 1], device=d),
+                                                                _r(2, 2, device=d)), "aten.index_add_",
+     "index_add_(): Number of indices (3) should be equal to source.size(dim): (2), for dim: 0"),
+    ("index_reduce_dim", lambda d: torch.index_reduce(_r(3, 2, device=d), 5, torch.tensor([0], device=d),
+                                                      _r(1, 2, device=d), "prod"), "aten.index_reduce",
+     "Dimension out of range (expected to be in range of [-2, 1], but got 5)"),
+    # as_strided_scatter past the end of self's storage
+    ("as_strided_scatter_bounds", lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(2, 2, device=d), [2, 2],
+                                                                     [4, 1], 11), "aten.as_strided_scatter",
+     "setStorage: sizes [2, 2], strides [4, 1], storage offset 11, and itemsize 4 requiring a storage size of 68 are "
+     "out of bounds for storage of size 64"),
 ]
 
 
@@ -130,6 +173,26 @@ def test_same_dtypes_still_compute():
     assert y.cpu().tolist() == [[[[4.0, 4.0], [4.0, 4.0]]]]
     x = torch.arange(4.0, device="neuron")
     assert torch.cat([x, torch.empty(0, device="neuron")]).cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("case", [
+    lambda d: torch.ormqr(_r(5, 3, device=d), _r(3, device=d), _r(5, 5, device=d)),
+    lambda d: torch.ormqr(_r(5, 3, device=d), _r(3, device=d), _r(4, 5, device=d), left=False),
+    lambda d: torch.ormqr(_r(5, 0, device=d), _r(0, device=d), _r(5, 5, device=d)),
+    lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(2, 2, device=d), [2, 2], [4, 1], 10),
+    lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(0, 2, device=d), [0, 2], [200, 200], 0),
+    lambda d: F.multi_margin_loss(_r(5, 4, device=d), torch.zeros(5, dtype=torch.long, device=d), weight=_r(4, device=d)),
+    lambda d: torch.ops.aten.multi_margin_loss(_r(4, device=d), torch.zeros((), dtype=torch.long, device=d)),
+    lambda d: torch.ops.aten.multi_margin_loss(_r((), device=d), torch.zeros(1, dtype=torch.long, device=d)),
+    lambda d: torch.index_add(_r(3, 2, device=d), -1, torch.tensor([1], device=d), _r(3, 1, device=d), alpha=2),
+    lambda d: torch.index_add(_r((), device=d), 0, torch.tensor([0], device=d), _r((), device=d)),
+], ids=["ormqr", "ormqr_right", "ormqr_empty", "as_strided_scatter_edge", "as_strided_scatter_empty",
+        "multi_margin_weight", "multi_margin_1d", "multi_margin_0d", "index_add_last_dim",
+        "index_add_0d"])
+def test_what_the_cpu_accepts_still_computes(case):
+    """The stricter checks at their edges: what the CPU accepts computes the CPU's values."""
+    cpu, neuron = case("cpu"), case("neuron")
+    torch.testing.assert_close(neuron.cpu(), cpu)
 
 
 # (2) a device index past the device count
@@ -184,3 +247,86 @@ def test_a_number_the_cached_executable_never_saw_is_still_checked(inplace):
         assert fill(mask, 1).cpu().tolist() == [1, 0, 1]
         with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
             fill(mask, 1000)
+
+
+# (3) compiled graphs: the same table checks a Dynamo graph's calls (compile/cpu_checks.py). The CPU's
+# compiled graph (backend "eager": its kernels run the graph) raises from its kernel when called;
+# neuron's raises the same type and message, the op named. Inputs are the graph's arguments.
+
+
+def _i(*shape, dtype=torch.int64):
+    return lambda d: torch.zeros(*shape, dtype=dtype, device=d)
+
+
+def _f(*shape, dtype=F32):
+    return lambda d: torch.ones(*shape, dtype=dtype, device=d)
+
+
+# (id, the compiled function, its inputs (one maker per argument, given the device), the ATen op, a fragment)
+COMPILED_CASES = [
+    ("matmul", lambda a, b: a @ b, [_f(2, 3, dtype=B), _f(3, 4)], "aten.mm",
+     "expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != float"),
+    ("linear_bias", lambda x, w, b: F.linear(x, w, b), [_f(2, 3), _f(4, 3), _f(4, dtype=B)], "aten.addmm",
+     "self and mat2 must have the same dtype, but got BFloat16 and Float"),
+    ("conv_dilation", lambda x, w: F.conv1d(x, w, dilation=0), [_f(1, 1, 4), _f(1, 1, 2)], "aten.convolution",
+     "dilation should be greater than zero"),
+    ("multinomial_n", lambda p: torch.multinomial(p, 3), [_f(2)], "aten.multinomial",
+     "cannot sample n_sample > prob_dist.size(-1) samples without replacement"),
+    ("masked_fill_overflow", lambda t, m: t.masked_fill(m, 1000), [_i(3, dtype=torch.int8), _i(3, dtype=torch.bool)],
+     "aten.masked_fill", "value cannot be converted to type int8_t without overflow"),
+    ("uniform_range", lambda t: t.uniform_(3, -1), [_f(3)], "aten.uniform", "uniform_ expects to return a [from, to) "
+     "range, but found from=3 > to=-1"),
+    ("bucketize_dims", lambda x, b: torch.bucketize(x, b), [_f(3), _f(2, 2)], "aten.bucketize",
+     "boundaries tensor must be 1 dimension, but got dim(2)"),
+    ("aminmax_out", lambda x, lo, hi: torch.aminmax(x, out=(lo, hi)), [_f(3), _f(()), _f((), dtype=torch.float64)],
+     "aten.aminmax", "Expected out tensor to have dtype float, but got double instead"),
+    ("take_out_overlap", lambda x, i: torch.take(x, i, out=x[:2]), [_f(4), _i(2)], "aten.take",
+     "some elements of the input tensor and the written-to tensor refer to a single memory location"),
+    ("index_add_shape", lambda x, i, s: x.index_add(0, i, s), [_f(3, 2), _i(2), _f(2)], "aten.index_add",
+     "source tensor shape must match self tensor shape, excluding the specified dimension"),
+    # the decomposition's check, which AOTAutograd's trace would turn into a compilation error
+    ("complex_dtypes", lambda a, b: torch.complex(a, b), [_f(2), _f(2, dtype=torch.float64)], "aten.complex",
+     "Expected object of scalar type Float but got scalar type Double for second argument"),
+]
+
+
+def _compiled_raised(fn, makers, device, backend):
+    torch._dynamo.reset()
+    return _raised(lambda d: torch.compile(fn, backend=backend)(*[m(d) for m in makers]), device)
+
+
+@pytest.mark.parametrize("case", COMPILED_CASES, ids=[c[0] for c in COMPILED_CASES])
+def test_compiled_graph_raises_what_the_cpu_raises(case):
+    _name, fn, makers, op, fragment = case
+    cpu = _compiled_raised(fn, makers, "cpu", "eager")
+    assert cpu is not None and fragment in str(cpu), f"the CPU no longer raises this: {cpu!r}"
+    neuron = _compiled_raised(fn, makers, "neuron", "neuron")
+    assert neuron is not None, "the neuron graph computed what the CPU rejects"
+    assert type(neuron) is type(cpu), f"{type(neuron).__name__} on neuron, {type(cpu).__name__} on the CPU: {neuron}"
+    assert op in str(neuron), f"the error does not name {op}: {neuron}"
+    assert fragment in str(neuron), str(neuron)
+
+
+def test_compiled_rejection_holds_per_graph():
+    """A rejected graph raises on every call; inputs Dynamo guards apart (other dtypes) compile anew,
+    and what the CPU accepts computes."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, b: a @ b, backend="neuron")
+    a, b = _r(2, 3, dtype=B, device="neuron"), _r(3, 4, device="neuron")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"aten.mm.default: expected m1 and m2 to have the same dtype"):
+            f(a, b)
+    assert f(a.float(), b).cpu().tolist() == [[3.0] * 4] * 2
+    x, y = torch.arange(4.0, device="neuron"), _r(2, device="neuron")
+    g = torch.compile(lambda x, i, y: torch.take(x, i, out=y), backend="neuron")
+    g(x, torch.tensor([3, 1], device="neuron"), y)  # an out= of its own storage: no overlap
+    assert y.cpu().tolist() == [3.0, 1.0]
+
+
+def test_compiled_meta_rejections_are_dynamos_on_both():
+    """What a meta kernel rejects, Dynamo's fake tensors reject while tracing: the same error type
+    (Dynamo's) on the CPU and on neuron, the meta kernel's message in it."""
+    fn, makers = (lambda a, b: torch.bmm(a, b)), [_f(2, 2, 3, dtype=B), _f(2, 3, 4)]
+    cpu, neuron = _compiled_raised(fn, makers, "cpu", "eager"), _compiled_raised(fn, makers, "neuron", "neuron")
+    assert type(cpu) is type(neuron) is torch._dynamo.exc.TorchRuntimeError
+    assert "expected scalar type torch.bfloat16 but found torch.float32" in str(neuron)

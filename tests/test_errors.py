@@ -25,7 +25,7 @@ def test_cpu_scalar_tensor_mixes_like_on_cuda():
 
 
 def test_shape_mismatch_names_the_op():
-    with pytest.raises(RuntimeError, match=r"aten.add.Tensor: .*broadcast"):
+    with pytest.raises(RuntimeError, match=r"aten.add.Tensor: The size of tensor a \(3\) must match the size of tensor b \(4\) at non-singleton dimension 0"):
         torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
     with pytest.raises(RuntimeError, match=r"aten.mm.default: .*(cannot be multiplied|same reduction dim)"):
         torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(4, 2, device="neuron"))
@@ -43,7 +43,7 @@ def test_inplace_type_error_matches_cpu():
 
 
 def test_errors_leave_the_device_usable():
-    with pytest.raises(RuntimeError, match=r"aten.add.Tensor: .*broadcast"):
+    with pytest.raises(RuntimeError, match=r"aten.add.Tensor: The size of tensor a \(3\) must match the size of tensor b \(4\) at non-singleton dimension 0"):
         torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
     assert (torch.ones(3, device="neuron") + 1).cpu().tolist() == [2.0, 2.0, 2.0]
 

@@ -17,7 +17,7 @@ import torch
 
 from ..ops.decompositions import decomposition_table
 from ..runtime import devices
-from . import shortcut
+from . import cpu_checks, shortcut
 from .errors import NEFFCompilationError
 from .split import program_for
 
@@ -73,6 +73,9 @@ def _aot(gm, example_inputs, name, reason):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
+    rejected = cpu_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
+    if rejected is not None:
+        return cpu_checks.Raises(rejected)
     record = shortcut.key_of(gm, example_inputs)
     if record is not None:  # AOTAutograd's graph for these inputs, stored by an earlier process
         forward = shortcut.load(record, name, reason)

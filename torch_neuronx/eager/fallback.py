@@ -28,9 +28,11 @@ def fallback(op, *args, **kwargs):
     active = getattr(_state, "decomposing", None)
     if active is None:
         active = _state.decomposing = set()
+    # the CPU's checks the decomposition lacks, and the CPU fallback's copies hide (they share no
+    # storage: masked_select(out=) of its own input would not overlap there)
+    argument_checks.check(op, args, kwargs)
     decomp = decomposition_table().get(op)
     if decomp is not None and op not in active:
-        argument_checks.check(op, args, kwargs)  # the CPU's checks the decomposition lacks
         metrics.decomposed(str(op))
         active.add(op)
         try:

@@ -6,11 +6,15 @@ where the CPU raises, and the convolution meta kernel computes a size from a zer
 negative padding. `check(op, args, kwargs)` raises what the CPU raises for such calls, with its
 message, so the executor (which names the op) rejects them as the CPU does. `CHECKS` maps an
 overload packet's name (`aten.mm`: every overload, `out=` ones too) to a function taking the
-schema's arguments; it runs on the call's own tensors (overlap checks need their storages).
+schema's arguments; it runs on the call's own tensors (overlap checks need their storages), and,
+for a compiled graph, on fake copies of its inputs as Dynamo's graph dispatches them
+(`compile/cpu_checks.py`): a check reads shapes, dtypes, strides and storages, and no value of a
+fake tensor.
 """
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from .cpu_messages import cpp_type_name, named, scalar_type_name
 
@@ -131,23 +135,27 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
 
 
 def _extent(t):
-    """The byte range [start, end) the view `t` spans in its storage (None: it spans none)."""
+    """The byte range [start, end) the view `t` spans in its storage (None: it spans none). From the
+    storage offset, not the data pointer: a compiled graph's fake tensors have none, but share a
+    storage between views as real ones do."""
     if t.numel() == 0:
         return None
     last = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
-    start = t.data_ptr() - sum((n - 1) * -s for n, s in zip(t.shape, t.stride()) if s < 0) * t.element_size()
-    return start, start + (last + 1) * t.element_size()
+    first = t.storage_offset() - sum((n - 1) * -s for n, s in zip(t.shape, t.stride()) if s < 0)
+    return first * t.element_size(), (first + last + 1) * t.element_size()
 
 
 def overlap(a, b):
     """"full" if views `a` and `b` are the same memory, "partial" if they share some, else None."""
     if not (_tensor(a) and _tensor(b)) or a.device != b.device:
         return None
+    if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+        return None
     ea, eb = _extent(a), _extent(b)
     if ea is None or eb is None or ea[1] <= eb[0] or eb[1] <= ea[0]:
         return None
-    if (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-            and a.element_size() == b.element_size()):
+    if (a.storage_offset() * a.element_size() == b.storage_offset() * b.element_size() and a.shape == b.shape
+            and a.stride() == b.stride() and a.element_size() == b.element_size()):
         return "full"
     return "partial"
 
@@ -281,8 +289,8 @@ def _masked_fill(self, mask, value, *_, **__):
     if self.dtype not in _OVERFLOW_NAME:
         return
     if _tensor(value):
-        if not (value.dtype.is_complex and value.dim() == 0):
-            return
+        if not (value.dtype.is_complex and value.dim() == 0) or is_fake(value):
+            return  # a compiled graph's value tensor holds no number to read
         value = value.item()
     if isinstance(value, complex):
         if value.imag != 0:
@@ -317,11 +325,141 @@ def _aminmax(self, *_, min=None, max=None, **__):
 
 
 def _complex(real, imag, *_, out=None, **__):
+    reals = (torch.float16, torch.float32, torch.float64)
+    if _tensor(real) and _tensor(imag) and real.dtype in reals and imag.dtype in reals and real.dtype != imag.dtype:
+        # the decomposition raises it too, in eager mode; a compiled graph's decomposition runs in
+        # AOTAutograd's trace, which would hide it in a compilation error
+        raise RuntimeError(f"Expected object of scalar type {scalar_type_name(real.dtype)} but got scalar type "
+                           f"{scalar_type_name(imag.dtype)} for second argument")
     if _tensor(out) and _tensor(real) and real.dtype.is_floating_point:
         expected = torch.complex128 if real.dtype == torch.float64 else torch.complex64
         if out.dtype != expected:
             raise RuntimeError(f"Expected object of scalar type {scalar_type_name(expected)} but got scalar type "
                                f"{scalar_type_name(out.dtype)} for argument 'out'")
+
+
+# ---- losses and linear algebra whose CPU kernels check other conditions (or in another order)
+# than PyTorch's decomposition or meta kernel
+
+
+def _multi_margin_loss(self, target, p=1, margin=1, weight=None, *_, **__):
+    """aten/src/ATen/native/LossMultiMargin.cpp: the decomposition reshapes before it checks (its
+    messages name the reshaped sizes) and leaves the dtypes to gather and promotion."""
+    if p not in (1, 2):
+        raise RuntimeError("only p == 1 and p == 2 supported")
+    n = self.dim()
+    if not ((n == 2 and self.shape[1] != 0) or (n == 1 and self.shape[0] != 0) or n == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(self.shape)}")
+    frames, dim = (self.shape[0], self.shape[1]) if n == 2 else (1, self.shape[0] if n == 1 else 1)
+    if target.dim() > 1 or target.numel() != frames:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{frames}], but got {list(target.shape)}. "
+                           f"Input has shape {list(self.shape)}.")
+    if _tensor(weight) and (weight.dim() > 1 or weight.numel() != dim):
+        raise RuntimeError(f"inconsistent weight size, expected {dim} but got {list(weight.shape)}")
+    # the CPU kernel's dispatch takes float and double; the reduced float types stay accepted here
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f'"multi_margin_loss_cpu_kernel" not implemented for '
+                                  f"'{scalar_type_name(self.dtype)}'")
+    if target.dtype != torch.int64:
+        raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(target.dtype)}")
+    if _tensor(weight) and weight.dtype != self.dtype:
+        raise RuntimeError(f"expected scalar type {scalar_type_name(self.dtype)} but found "
+                           f"{scalar_type_name(weight.dtype)}")
+
+
+def _ormqr(self, input2, input3, left=True, transpose=False, *_, **__):
+    """BatchLinearAlgebra.cpp's ormqr checks: tau's length is min(other's, input's), where the meta
+    kernel only bounds it; the dtype messages as the CPU spells them ("dtypeFloat")."""
+    tau, other = input2, input3
+    if self.dim() < 2:
+        raise RuntimeError("torch.ormqr: input must have at least 2 dimensions.")
+    if other.dim() < 2:
+        raise RuntimeError("torch.ormqr: other must have at least 2 dimensions.")
+    side = -2 if left else -1
+    if other.shape[side] != self.shape[-2]:
+        raise RuntimeError(f"torch.ormqr: other.shape[{side}] must be equal to input.shape[-2]")
+    if tau.dim() == 0:  # the CPU reads tau.size(-1)
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    if tau.shape[-1] != min(other.shape[side], self.shape[-1]):
+        raise RuntimeError(f"torch.ormqr: tau.shape[-1] must be equal to min(other.shape[{side}], input.shape[-1])")
+    if self.dim() - tau.dim() != 1:
+        raise RuntimeError(f"torch.ormqr: Expected tau to have one dimension less than input, but got tau.ndim "
+                           f"equal to {tau.dim()} and input.ndim is equal to {self.dim()}")
+    if self.dim() != other.dim():
+        raise RuntimeError(f"torch.ormqr: Expected other to have the same number of dimensions as input, but got "
+                           f"other.ndim equal to {other.dim()} and input.ndim is equal to {self.dim()}")
+    if self.dim() > 2:
+        if tuple(tau.shape[:-1]) != tuple(self.shape[:-2]):
+            raise RuntimeError(f"torch.ormqr: Expected batch dimensions of tau to be equal to input.shape[:-2], "
+                               f"but got {list(tau.shape[:-1])}")
+        if tuple(other.shape[:-2]) != tuple(self.shape[:-2]):
+            raise RuntimeError(f"torch.ormqr: Expected batch dimensions of other to be equal to input.shape[:-2], "
+                               f"but got {list(other.shape[:-2])}")
+    for name, t in (("tau", tau), ("other", other)):
+        if t.dtype != self.dtype:
+            raise RuntimeError(f"torch.ormqr: Expected input and {name} to have the same dtype, but input has "
+                               f"dtype{scalar_type_name(self.dtype)} and {name} has dtype {scalar_type_name(t.dtype)}")
+
+
+def _as_strided_scatter(self, src, size, stride, storage_offset=None, *_, **__):
+    """The CPU views a clone of `self` (a storage of its numel) through (size, stride, offset): a
+    view past its end is setStorage's error. The checks before it (a negative offset or stride,
+    lengths that differ) are the meta kernel's, raised by it."""
+    offset = 0 if storage_offset is None else storage_offset
+    size, stride = list(size), list(stride)
+    if offset < 0 or len(size) != len(stride) or any(s < 0 for s in stride) or any(n == 0 for n in size):
+        return
+    itemsize = self.element_size()
+    needed = (offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1) * itemsize
+    have = self.numel() * itemsize
+    if needed > have:
+        raise RuntimeError(f"setStorage: sizes {size}, strides {stride}, storage offset {offset}, and itemsize "
+                           f"{itemsize} requiring a storage size of {needed} are out of bounds for storage of size "
+                           f"{have}")
+
+
+def _index_func(name):
+    """index_func_meta_impl (TensorAdvancedIndexing.cpp), the CPU's checks of index_add and
+    index_reduce: PyTorch's meta kernel words the index count otherwise and lets a source of another
+    slice shape through (the lowering then broadcast it, or failed in jax)."""
+    def check(self, dim, index, source, *rest, **kwargs):
+        if name == "index_reduce":
+            reduce = rest[0] if rest else kwargs.get("reduce")
+            if reduce not in ("prod", "mean", "amax", "amin"):
+                raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+                                   f"{reduce}.")
+        if not (_tensor(index) and _tensor(source)):
+            return
+        rank = max(self.dim(), 1)
+        if not -rank <= dim < rank:  # index_reduce's meta kernel does not wrap it
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+        d = dim + rank if dim < 0 else dim
+        if index.dim() > 1:
+            raise IndexError(f"{name}_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
+                             f"{scalar_type_name(index.dtype)} and size: {list(index.shape)}")
+        if index.dtype not in (torch.int64, torch.int32):
+            raise RuntimeError(f"{name}_(): Expected dtype int32/int64 for index but got: "
+                               f"{scalar_type_name(index.dtype)}")
+        if self.dtype != source.dtype:
+            raise RuntimeError(f"{name}_(): self ({scalar_type_name(self.dtype)}) and source "
+                               f"({scalar_type_name(source.dtype)}) must have the same scalar type")
+        if not (d == 0 or d < source.dim()):
+            raise RuntimeError(f"{name}_(): Indexing dim {d} is out of bounds of the source tensor with dim "
+                               f"{source.dim()}")
+        if index.numel() != (1 if source.dim() == 0 else source.shape[d]):
+            if source.dim() == 0:  # the CPU's message reads source.size(dim)
+                raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+            raise RuntimeError(f"{name}_(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+                               f"({source.shape[d]}), for dim: {d}")
+        mine, theirs = list(self.shape), list(source.shape)
+        if self.dim() and source.dim():
+            del mine[d], theirs[d]
+        if mine != theirs:
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                               f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}")
+    return check
 
 
 CHECKS = {
@@ -349,6 +487,13 @@ CHECKS = {
     "aten.bucketize": _bucketize,
     "aten.aminmax": _aminmax,
     "aten.complex": _complex,
+    "aten.multi_margin_loss": _multi_margin_loss,
+    "aten.ormqr": _ormqr,
+    "aten.as_strided_scatter": _as_strided_scatter,
+    "aten.index_add": _index_func("index_add"),
+    "aten.index_add_": _index_func("index_add"),
+    "aten.index_reduce": _index_func("index_reduce"),
+    "aten.index_reduce_": _index_func("index_reduce"),
 }
 
 

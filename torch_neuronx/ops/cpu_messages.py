@@ -44,9 +44,32 @@ def _dtype_name(match) -> str:
     return scalar_type_name(value) if isinstance(value, torch.dtype) else match.group(0)
 
 
+# PyTorch's Python broadcasting (the meta kernels of elementwise ops) against TensorIterator's
+_BROADCAST = re.compile(r"Attempting to broadcast a dimension of length (\d+) at (-\d+)! Mismatching argument at "
+                        r"index \d+ had \[[^\]]*\]; but expected shape should be broadcastable to \[([^\]]*)\]")
+
+
+def _broadcast_message(match) -> str:
+    """The same mismatch as the CPU states it: the shape so far (a) against the argument (b), at a
+    dimension counted from the front of the broadcast shape."""
+    length, at = int(match.group(1)), int(match.group(2))
+    common = [int(n) for n in match.group(3).split(",") if n.strip()]
+    return (f"The size of tensor a ({common[at]}) must match the size of tensor b ({length}) at non-singleton "
+            f"dimension {len(common) + at}")
+
+
+_BROADCAST_SHAPE = re.compile(r"(doesn't match the broadcast shape )\(([^)]*)\)")  # a tuple where c10 has a list
+
+
+def _shape_list(match) -> str:
+    return f"{match.group(1)}[{match.group(2).rstrip(', ')}]"
+
+
 def respell(message: str) -> str:
-    """`message` with sizes and dtypes spelled as c10 spells them: `[5, 0]`, `Float`."""
-    return _DTYPE.sub(_dtype_name, _SIZE.sub(r"\1", message))
+    """`message` with sizes and dtypes spelled as c10 spells them: `[5, 0]`, `Float`; a broadcasting
+    mismatch as TensorIterator states it."""
+    text = _DTYPE.sub(_dtype_name, _SIZE.sub(r"\1", message))
+    return _BROADCAST_SHAPE.sub(_shape_list, _BROADCAST.sub(_broadcast_message, text))
 
 
 def named(e: Exception, op_name: str) -> Exception:
