@@ -191,3 +191,22 @@ def test_safetensors_safe_open_onto_neuron(tensors_file):
     assert torch.equal(part.cpu(), tensors["w"][1:, :3])
     with safe_open(path, framework="pt", device="cpu") as f:  # other devices as safetensors has them
         assert f.get_tensor("i").device.type == "cpu"
+
+
+def test_safetensors_imported_before_torch(tensors_file):
+    """safetensors imported first (before torch autoloads this package) still takes device="neuron"."""
+    import subprocess
+    import sys
+
+    path, tensors = tensors_file
+    code = (
+        "import safetensors, sys\n"
+        "import torch\n"
+        "from safetensors.torch import load_file\n"
+        f"t = load_file({path!r}, device='neuron')\n"
+        "print(t['w'].device, t['w'].cpu().sum().item())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    device, total = out.stdout.split()
+    assert device == "neuron:0"
+    assert float(total) == pytest.approx(tensors["w"].sum().item(), rel=1e-6)
