@@ -210,3 +210,39 @@ def test_safetensors_imported_before_torch(tensors_file):
     device, total = out.stdout.split()
     assert device == "neuron:0"
     assert float(total) == pytest.approx(tensors["w"].sum().item(), rel=1e-6)
+
+
+def _qwen2_folder(path):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=None, pad_token_id=0,
+    )
+    model = Qwen2ForCausalLM(cfg).eval()
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(path)
+    return str(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_generate_padded_batch_matches_cpu(tmp_path, arch, cache):
+    """A left-padded batch of two prompts (the attention mask reaches attention), greedy, vs the CPU."""
+    path = _llama_folder(tmp_path) if arch == "llama" else _qwen2_folder(tmp_path)
+    ids = torch.randint(2, 128, (2, 7), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[1, :3] = 0
+    ids[1, :3] = 0
+    kw = {"max_new_tokens": 8, "do_sample": False}
+    if cache == "static":
+        kw["cache_implementation"] = "static"
+    cpu = AutoModelForCausalLM.from_pretrained(path).eval()
+    dev = AutoModelForCausalLM.from_pretrained(path).eval().to("neuron")
+    with torch.no_grad():
+        expected = cpu.generate(ids, attention_mask=mask, **kw)
+        got = dev.generate(ids.to("neuron"), attention_mask=mask.to("neuron"), **kw)
+    assert torch.equal(got.cpu(), expected)
