@@ -84,11 +84,11 @@ def test_accelerator_prepared_training_step_matches_cpu():
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
     model.load_state_dict(ref.state_dict())
     acc = Accelerator()
-    # the optimizer is made after the model moved: moving to a PrivateUse1 device makes new Parameters
-    # (torch shares a parameter's object only between its built-in dense backends), and accelerate
-    # re-points an optimizer made before only for XLA
-    model = acc.prepare(model)
-    opt = acc.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+    # the optimizer is made before the model moves, as accelerate's examples do: moving keeps each
+    # Parameter object (accelerate re-points an optimizer's parameters only for XLA)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt = acc.prepare(model, opt)
+    assert opt.param_groups[0]["params"][0] is next(model.parameters())
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     for m, o, dx, dy, backward in ((ref, ref_opt, x, y, lambda l: l.backward()),
                                    (model, opt, x.to(acc.device), y.to(acc.device), acc.backward)):
