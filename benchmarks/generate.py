@@ -8,8 +8,9 @@ step with the `neuron` backend on neuron; the CPU runs it eagerly). Per device a
 
 - cold ms/tok: the first `generate` in the process, compiles included (executables are kept in a
   fresh cache folder, so nothing comes from an earlier run);
-- new len ms/tok: a `generate` from a prompt of a length not seen before, so every sequence length
-  is new (what a user's next prompt costs);
+- new len ms/tok: a `generate` from a prompt 5 tokens longer, not seen before (what a user's next
+  prompt costs): its prefill shapes and its last 5 sequence lengths are new, and the static cache
+  is longer (a new graph);
 - cold, disk warm ms/tok: the same first `generate` in a second process sharing that cache folder
   (executables load from disk instead of compiling; neuron only);
 - first tok ms: `generate(max_new_tokens=1)` (prefill and one token), steady state;
@@ -30,8 +31,13 @@ import sys
 import tempfile
 import time
 
-# a fresh executable cache, so "cold" is cold (set before torch_neuronx reads it)
-os.environ.setdefault("TORCH_NEURONX_NEFF_CACHE_DIR", tempfile.mkdtemp(prefix="generate_bench_"))
+# a fresh executable cache, so "cold" is cold (set before torch_neuronx reads it); removed at exit
+if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+
+    os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = tempfile.mkdtemp(prefix="generate_bench_")
+    atexit.register(shutil.rmtree, os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"], ignore_errors=True)
 
 import torch
 
