@@ -60,6 +60,9 @@ def _register() -> None:
     from . import dynamo_rules
 
     dynamo_rules.install()  # Dynamo skips this package's and jax's frames (applied on its import)
+    from . import safetensors_device
+
+    safetensors_device.install()  # safetensors' safe_open/load_file take device="neuron"
     _registered = True
 
 

@@ -43,6 +43,20 @@ def decomposed(op: str) -> None:
     _decomposed[op] += 1
 
 
+_host_reads: collections.Counter = collections.Counter()
+
+
+def host_read(nbytes: int) -> None:
+    """A neuron tensor's values were read to the host (`.item()`, `.cpu()`, `bool(t)`): the host waited."""
+    _host_reads["reads"] += 1
+    _host_reads["bytes"] += nbytes
+
+
+def host_reads() -> dict[str, int]:
+    """Reads of neuron tensors to the host since the last `clear_op_tracking()`: count and bytes."""
+    return {"reads": _host_reads["reads"], "bytes": _host_reads["bytes"]}
+
+
 def get_executed_ops() -> dict[str, int]:
     """Ops run on the device by a lowering, with their counts."""
     return dict(_executed)
@@ -76,7 +90,7 @@ def cache_stats() -> dict[str, int]:
 
 
 def clear_op_tracking() -> None:
-    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed, _disk):
+    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed, _disk, _host_reads):
         c.clear()
     _load_times.clear()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import metrics
 from ..ops.protocol import wrap_contiguous
 from ..runtime import storage, streams, transfer
 from ..runtime.lazy_jax import jnp
@@ -50,6 +51,7 @@ def to_host(t: torch.Tensor) -> torch.Tensor:
     if buf is None or buf.nbytes != t.numel() * t.element_size():
         buf = device_flat(t)
     host = transfer.to_host(buf)
+    metrics.host_read(host.nbytes)
     return transfer.numpy_to_torch(host.view(transfer.to_numpy_dtype(t.dtype))).reshape(t.shape)
 
 
