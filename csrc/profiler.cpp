@@ -1,0 +1,237 @@
+// The neuron device's activity profiler for Kineto (ProfilerActivity.PrivateUse1).
+//
+// PyTorch 2.13 lets a PrivateUse1 backend register a libkineto::IActivityProfiler
+// (torch/csrc/profiler/standalone/privateuse1_profiler.h). Kineto configures it
+// when a profile asks for the PrivateUse1 activity, pushes each recorded CPU op's
+// correlation id to its session, and at the end asks the session for its
+// activities, which become the trace's device rows and the ops' device time.
+//
+// The device runs in Python (jax), so Python measures each launch and hands the
+// record here (`record`); this file only keeps records while a session
+// records and turns them into Kineto activities linked to their CPU ops.
+#include "neuron.h"
+
+// The installed torch is built with Kineto; its headers hide the API otherwise.
+#ifndef USE_KINETO
+#define USE_KINETO
+#endif
+#include <libkineto.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace torch_neuronx {
+namespace {
+
+struct Record {
+  int kind;
+  std::string name;
+  int device;
+  int64_t start_ns;
+  int64_t end_ns;
+  int64_t correlation;
+};
+
+std::atomic<bool> g_recording{false};
+std::mutex g_mutex;
+std::vector<Record> g_records; // guarded by g_mutex
+
+// The CPU op or range running on this thread: Kineto pushes its correlation id
+// to every session at entry and pops it at exit, on the thread that runs it.
+thread_local std::vector<int64_t> t_correlation;
+
+// Device rows: one Chrome "process" per device, numbered away from real pids.
+constexpr int64_t kDevicePidBase = 1 << 20;
+
+libkineto::ActivityType activity_type(int kind) {
+  return kind == kRecordTransfer ? libkineto::ActivityType::GPU_MEMCPY
+                                 : libkineto::ActivityType::CONCURRENT_KERNEL;
+}
+
+class Session : public libkineto::IActivityProfilerSession {
+ public:
+  void start() override {
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_records.clear();
+    }
+    g_recording.store(true);
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void stop() override {
+    g_recording.store(false);
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+
+  std::vector<std::string> errors() override {
+    return {};
+  }
+
+  void pushCorrelationId(uint64_t id) override {
+    t_correlation.push_back(static_cast<int64_t>(id));
+  }
+
+  void popCorrelationId() override {
+    if (!t_correlation.empty()) {
+      t_correlation.pop_back();
+    }
+  }
+
+  // record_function ranges (USER_SCOPE) come this way; they nest with ops, so
+  // one stack serves both and a launch links to the innermost of either.
+  void pushUserCorrelationId(uint64_t id) override {
+    pushCorrelationId(id);
+  }
+
+  void popUserCorrelationId() override {
+    popCorrelationId();
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, nullptr, 0, 0);
+  }
+
+  void processTrace(
+      libkineto::ActivityLogger& logger,
+      libkineto::getLinkedActivityCallback linked,
+      int64_t start_time,
+      int64_t end_time) override {
+    std::vector<Record> records;
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      records.swap(g_records);
+    }
+    // The activities must outlive the logger's view of them: the trace buffer
+    // handed to Kineto (getTraceBuffer) owns them.
+    buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    buffer_->span = libkineto::TraceSpan(start_time, end_time, "neuron");
+    buffer_->gpuOpCount = static_cast<int>(records.size());
+    for (const Record& r : records) {
+      if (end_time > start_time && (r.start_ns < start_time || r.end_ns > end_time)) {
+        continue; // launched before the profile began, or still running after it ended
+      }
+      buffer_->emplace_activity(buffer_->span, activity_type(r.kind), r.name);
+      auto& act = libkineto::CpuTraceBuffer::toRef(buffer_->activities.back());
+      act.startTime = r.start_ns;
+      act.endTime = r.end_ns;
+      act.device = static_cast<int32_t>(kDevicePidBase + r.device);
+      act.resource = r.kind; // one row per kind: ops, graphs, transfers
+      act.id = static_cast<int32_t>(r.correlation);
+      act.linked = (linked && r.correlation) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
+      if (act.linked != nullptr) {
+        act.flow.id = static_cast<uint32_t>(r.correlation);
+        act.flow.type = libkineto::kLinkAsyncCpuGpu;
+        act.flow.start = 0;
+      }
+      act.addMetadataQuoted("device", "neuron:" + std::to_string(r.device));
+      act.log(logger);
+      devices_.push_back(r.device);
+    }
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    // Kineto takes one device per session; every neuron device gets its
+    // resource rows below, named so the trace says which device they are.
+    int device = devices_.empty() ? 0 : devices_.front();
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
+        kDevicePidBase + device, kDevicePidBase + device, "neuron", "neuron:" + std::to_string(device)});
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    std::vector<libkineto::ResourceInfo> out;
+    std::vector<int> seen;
+    for (int d : devices_) {
+      bool known = false;
+      for (int s : seen) {
+        known = known || s == d;
+      }
+      if (known) {
+        continue;
+      }
+      seen.push_back(d);
+      const char* names[] = {"ops", "graphs", "transfers"};
+      for (int kind = 0; kind < 3; ++kind) {
+        out.push_back(libkineto::ResourceInfo{
+            kind, kind, kDevicePidBase + d, std::string("neuron:") + std::to_string(d) + " " + names[kind]});
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override {
+    return std::move(buffer_);
+  }
+
+ private:
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
+  std::vector<int> devices_;
+};
+
+class NeuronActivityProfiler : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override {
+    return name_;
+  }
+
+  const std::set<libkineto::ActivityType>& availableActivities() const override {
+    return activities_;
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& /*config*/) override {
+    // Only a profile that asks for the device (ProfilerActivity.PrivateUse1
+    // brings CONCURRENT_KERNEL) gets a session: a CPU-only profile pays nothing.
+    if (activity_types.count(libkineto::ActivityType::CONCURRENT_KERNEL) == 0) {
+      return nullptr;
+    }
+    return std::make_unique<Session>();
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t /*ts_ms*/,
+      int64_t /*duration_ms*/,
+      const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& config) override {
+    return configure(activity_types, config);
+  }
+
+ private:
+  std::string name_{"neuron"};
+  std::set<libkineto::ActivityType> activities_{
+      libkineto::ActivityType::CONCURRENT_KERNEL, libkineto::ActivityType::GPU_MEMCPY};
+};
+
+} // namespace
+
+void register_activity_profiler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
+        []() -> std::unique_ptr<libkineto::IActivityProfiler> {
+          return std::make_unique<NeuronActivityProfiler>();
+        });
+  });
+}
+
+bool profiler_recording() noexcept {
+  return g_recording.load(std::memory_order_relaxed);
+}
+
+int64_t profiler_correlation_id() noexcept {
+  return t_correlation.empty() ? 0 : t_correlation.back();
+}
+
+void profiler_record(int kind, std::string name, int device, int64_t start_ns, int64_t end_ns, int64_t correlation) {
+  if (!g_recording.load()) {
+    return; // the session stopped while this launch ran
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_records.push_back(Record{kind, std::move(name), device, start_ns, end_ns, correlation});
+}
+
+} // namespace torch_neuronx
