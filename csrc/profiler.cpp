@@ -39,9 +39,19 @@ std::atomic<bool> g_recording{false};
 std::mutex g_mutex;
 std::vector<Record> g_records; // guarded by g_mutex
 
-// The CPU op or range running on this thread: Kineto pushes its correlation id
-// to every session at entry and pops it at exit, on the thread that runs it.
-thread_local std::vector<int64_t> t_correlation;
+// The CPU ops and ranges open on this thread: Kineto pushes each one's
+// correlation id to every session at entry and pops it at exit, on the thread
+// that runs it. Ops and record_function ranges (USER_SCOPE) are kept apart: a
+// range outlives the op that opens it (profiler::_record_function_enter_new,
+// seen as PythonDispatchMode under a dispatch mode), so the two do not nest.
+thread_local std::vector<int64_t> t_ops;
+thread_local std::vector<int64_t> t_ranges;
+
+void pop(std::vector<int64_t>& stack) {
+  if (!stack.empty()) { // a pop of one pushed before the session started
+    stack.pop_back();
+  }
+}
 
 // Device rows: one Chrome "process" per device, numbered away from real pids.
 constexpr int64_t kDevicePidBase = 1 << 20;
@@ -72,23 +82,19 @@ class Session : public libkineto::IActivityProfilerSession {
   }
 
   void pushCorrelationId(uint64_t id) override {
-    t_correlation.push_back(static_cast<int64_t>(id));
+    t_ops.push_back(static_cast<int64_t>(id));
   }
 
   void popCorrelationId() override {
-    if (!t_correlation.empty()) {
-      t_correlation.pop_back();
-    }
+    pop(t_ops);
   }
 
-  // record_function ranges (USER_SCOPE) come this way; they nest with ops, so
-  // one stack serves both and a launch links to the innermost of either.
   void pushUserCorrelationId(uint64_t id) override {
-    pushCorrelationId(id);
+    t_ranges.push_back(static_cast<int64_t>(id));
   }
 
   void popUserCorrelationId() override {
-    popCorrelationId();
+    pop(t_ranges);
   }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
@@ -223,7 +229,10 @@ bool profiler_recording() noexcept {
 }
 
 int64_t profiler_correlation_id() noexcept {
-  return t_correlation.empty() ? 0 : t_correlation.back();
+  // Ids grow with each op or range a thread opens: the innermost open one is the larger top.
+  int64_t op = t_ops.empty() ? 0 : t_ops.back();
+  int64_t range = t_ranges.empty() ? 0 : t_ranges.back();
+  return op > range ? op : range;
 }
 
 void profiler_record(int kind, std::string name, int device, int64_t start_ns, int64_t end_ns, int64_t correlation) {
