@@ -16,8 +16,10 @@
 #define USE_KINETO
 #endif
 #include <libkineto.h>
+#include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -135,30 +137,28 @@ class Session : public libkineto::IActivityProfilerSession {
       }
       act.addMetadataQuoted("device", "neuron:" + std::to_string(r.device));
       act.log(logger);
-      devices_.push_back(r.device);
+      if (std::find(devices_.begin(), devices_.end(), r.device) == devices_.end()) {
+        devices_.push_back(r.device);
+      }
+    }
+    // Kineto asks a session for one device (getDeviceInfo: the first); name the others here.
+    for (size_t i = 1; i < devices_.size(); ++i) {
+      logger.handleDeviceInfo(device_info(devices_[i]), start_time);
     }
   }
 
+  static libkineto::DeviceInfo device_info(int device) {
+    return libkineto::DeviceInfo{
+        kDevicePidBase + device, kDevicePidBase + device, "neuron", "neuron:" + std::to_string(device)};
+  }
+
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
-    // Kineto takes one device per session; every neuron device gets its
-    // resource rows below, named so the trace says which device they are.
-    int device = devices_.empty() ? 0 : devices_.front();
-    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
-        kDevicePidBase + device, kDevicePidBase + device, "neuron", "neuron:" + std::to_string(device)});
+    return std::make_unique<libkineto::DeviceInfo>(device_info(devices_.empty() ? 0 : devices_.front()));
   }
 
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
     std::vector<libkineto::ResourceInfo> out;
-    std::vector<int> seen;
     for (int d : devices_) {
-      bool known = false;
-      for (int s : seen) {
-        known = known || s == d;
-      }
-      if (known) {
-        continue;
-      }
-      seen.push_back(d);
       const char* names[] = {"ops", "graphs", "transfers"};
       for (int kind = 0; kind < 3; ++kind) {
         out.push_back(libkineto::ResourceInfo{

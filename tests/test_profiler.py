@@ -165,3 +165,20 @@ def test_nothing_is_recorded_without_a_profiler():
     with profile(activities=BOTH) as prof:
         pass
     assert _device_events(prof) == [] and not _cpu(prof, "neuron::")
+
+
+def test_each_device_has_its_rows(tmp_path):
+    if torch.neuron.device_count() < 2:
+        pytest.skip("one neuron device")
+    a, b = torch.randn(4, 6), torch.randn(6, 4)
+    with profile(activities=BOTH) as prof:
+        on0 = a.to("neuron:0") @ b.to("neuron:0")
+        on1 = a.to("neuron:1") @ b.to("neuron:1")
+        moved = on1.to("neuron:0")
+    torch.testing.assert_close(on0.cpu(), a @ b)
+    torch.testing.assert_close(moved.cpu(), a @ b)
+    events = _trace(prof, tmp_path)
+    labels = {e["pid"]: e["args"]["labels"] for e in events if e.get("ph") == "M" and e["name"] == "process_labels"}
+    rows = {(labels.get(e["pid"]), e["name"]) for e in events if e.get("cat") in ("kernel", "gpu_memcpy")}
+    assert {("neuron:0", "aten.mm.default"), ("neuron:1", "aten.mm.default"),
+            ("neuron:1", "neuron::host_to_device"), ("neuron:0", "neuron::device_to_device")} <= rows
