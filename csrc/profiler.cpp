@@ -18,6 +18,10 @@
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <torch/csrc/profiler/stubs/base.h>
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
 
 #include <algorithm>
 #include <atomic>
@@ -212,11 +216,68 @@ class NeuronActivityProfiler : public libkineto::IActivityProfiler {
       libkineto::ActivityType::CONCURRENT_KERNEL, libkineto::ActivityType::GPU_MEMCPY};
 };
 
+// The legacy profiler's device timing (torch.autograd.profiler.profile(
+// use_device="neuron", use_kineto=False)) asks for an event at each op's entry
+// and exit and the time between. With no device-side clock, an event is the
+// moment the device has finished everything launched before it: the device is
+// synchronized, then the time taken. So an op's elapsed time is its launch to
+// ready, like the Kineto records, and what ran before it is not counted.
+void synchronize_device(c10::DeviceIndex index) {
+  c10::impl::getDeviceGuardImpl(kNeuron)->synchronizeDevice(index);
+}
+
+struct LegacyStubs : public torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event, int64_t* cpu_ns)
+      const override {
+    c10::DeviceIndex index = current_device();
+    if (device != nullptr) {
+      *device = index;
+    }
+    synchronize_device(index);
+    if (event != nullptr) {
+      *event = std::make_shared<int64_t>(c10::getTime());
+    }
+    if (cpu_ns != nullptr) {
+      *cpu_ns = c10::getTime();
+    }
+  }
+
+  float elapsed(
+      const torch::profiler::impl::ProfilerVoidEventStub* start,
+      const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
+    const auto* a = static_cast<const int64_t*>(start->get());
+    const auto* b = static_cast<const int64_t*>(end->get());
+    return static_cast<float>(*b - *a) / 1000.0f; // microseconds, as torch reads every stub's
+  }
+
+  void mark(const char* /*name*/) const override {}
+  void rangePush(const char* /*name*/) const override {}
+  void rangePop() const override {}
+
+  bool enabled() const override {
+    return true;
+  }
+
+  void onEachDevice(std::function<void(int)> op) const override {
+    for (int i = 0; i < device_count(); ++i) {
+      op(i);
+    }
+  }
+
+  void synchronize() const override {
+    for (int i = 0; i < device_count(); ++i) {
+      synchronize_device(static_cast<c10::DeviceIndex>(i));
+    }
+  }
+};
+
 } // namespace
 
 void register_activity_profiler() {
   static std::once_flag once;
   std::call_once(once, [] {
+    static LegacyStubs stubs;
+    torch::profiler::impl::registerPrivateUse1Methods(&stubs);
     torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
         []() -> std::unique_ptr<libkineto::IActivityProfiler> {
           return std::make_unique<NeuronActivityProfiler>();

@@ -182,3 +182,16 @@ def test_each_device_has_its_rows(tmp_path):
     rows = {(labels.get(e["pid"]), e["name"]) for e in events if e.get("cat") in ("kernel", "gpu_memcpy")}
     assert {("neuron:0", "aten.mm.default"), ("neuron:1", "aten.mm.default"),
             ("neuron:1", "neuron::host_to_device"), ("neuron:0", "neuron::device_to_device")} <= rows
+
+
+def test_legacy_profiler_device_time():
+    # torch.autograd.profiler without Kineto times the device through the ProfilerStubs
+    x = torch.randn(9, 4)
+    xn = x.to("neuron")
+    torch.cos(xn)  # compiled outside the profile
+    with torch.autograd.profiler.profile(use_device="neuron", use_kineto=False) as prof:
+        got = torch.cos(xn)
+        torch.neuron.synchronize()
+    torch.testing.assert_close(got.cpu(), torch.cos(x))
+    (op,) = [e for e in prof.function_events if e.name == "aten::cos"]
+    assert 0 < op.device_time_total <= op.cpu_time_total + SKEW_US
