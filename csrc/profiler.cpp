@@ -50,8 +50,26 @@ std::vector<Record> g_records; // guarded by g_mutex
 // that runs it. Ops and record_function ranges (USER_SCOPE) are kept apart: a
 // range outlives the op that opens it (profiler::_record_function_enter_new,
 // seen as PythonDispatchMode under a dispatch mode), so the two do not nest.
-thread_local std::vector<int64_t> t_ops;
-thread_local std::vector<int64_t> t_ranges;
+// Ids restart with each profile, and a profile can stop with ranges still open
+// (their pops never arrive): a thread's stacks belong to one session.
+std::atomic<uint64_t> g_session{0};
+
+struct OpenOnThread {
+  uint64_t session = 0;
+  std::vector<int64_t> ops;
+  std::vector<int64_t> ranges;
+
+  OpenOnThread& current() {
+    uint64_t now = g_session.load(std::memory_order_relaxed);
+    if (session != now) {
+      session = now;
+      ops.clear();
+      ranges.clear();
+    }
+    return *this;
+  }
+};
+thread_local OpenOnThread t_open;
 
 void pop(std::vector<int64_t>& stack) {
   if (!stack.empty()) { // a pop of one pushed before the session started
@@ -74,6 +92,7 @@ class Session : public libkineto::IActivityProfilerSession {
       std::lock_guard<std::mutex> lock(g_mutex);
       g_records.clear();
     }
+    g_session.fetch_add(1);
     g_recording.store(true);
     status_ = libkineto::TraceStatus::RECORDING;
   }
@@ -88,19 +107,19 @@ class Session : public libkineto::IActivityProfilerSession {
   }
 
   void pushCorrelationId(uint64_t id) override {
-    t_ops.push_back(static_cast<int64_t>(id));
+    t_open.current().ops.push_back(static_cast<int64_t>(id));
   }
 
   void popCorrelationId() override {
-    pop(t_ops);
+    pop(t_open.current().ops);
   }
 
   void pushUserCorrelationId(uint64_t id) override {
-    t_ranges.push_back(static_cast<int64_t>(id));
+    t_open.current().ranges.push_back(static_cast<int64_t>(id));
   }
 
   void popUserCorrelationId() override {
-    pop(t_ranges);
+    pop(t_open.current().ranges);
   }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
@@ -291,8 +310,9 @@ bool profiler_recording() noexcept {
 
 int64_t profiler_correlation_id() noexcept {
   // Ids grow with each op or range a thread opens: the innermost open one is the larger top.
-  int64_t op = t_ops.empty() ? 0 : t_ops.back();
-  int64_t range = t_ranges.empty() ? 0 : t_ranges.back();
+  OpenOnThread& open = t_open.current();
+  int64_t op = open.ops.empty() ? 0 : open.ops.back();
+  int64_t range = open.ranges.empty() ? 0 : open.ranges.back();
   return op > range ? op : range;
 }
 

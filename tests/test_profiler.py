@@ -195,3 +195,26 @@ def test_legacy_profiler_device_time():
     torch.testing.assert_close(got.cpu(), torch.cos(x))
     (op,) = [e for e in prof.function_events if e.name == "aten::cos"]
     assert 0 < op.device_time_total <= op.cpu_time_total + SKEW_US
+
+
+def test_links_stay_right_across_scheduled_cycles():
+    # a schedule starts a new Kineto session at each step, with the ProfilerStep range still open;
+    # correlation ids restart with each session: every cycle's ops must keep their own launches
+    from torch.profiler import schedule
+
+    x = torch.randn(3, 3)
+    xn = x.to("neuron")
+    (torch.exp(xn) + 1).cpu()  # compiled outside the profile
+    cycles = []
+
+    def ready(prof):
+        cycles.append({e.name: [k.name for k in e.kernels] for e in prof.events()
+                       if e.device_type == DeviceType.CPU and e.name in ("aten::exp", "aten::add")})
+
+    with profile(activities=BOTH, schedule=schedule(wait=0, warmup=1, active=1, repeat=3),
+                 on_trace_ready=ready) as prof:
+        for _ in range(6):
+            got = torch.exp(xn) + 1
+            prof.step()
+    torch.testing.assert_close(got.cpu(), torch.exp(x) + 1)
+    assert cycles == [{"aten::exp": ["aten.exp.default"], "aten::add": ["aten.add.Tensor"]}] * 3
