@@ -139,6 +139,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("EVENT_MOVE") = static_cast<int>(kMove);
   m.attr("LAZY_CONJ") = static_cast<int>(kLazyConj);
   m.attr("LAZY_NEG") = static_cast<int>(kLazyNeg);
+  m.attr("RECORD_OP") = static_cast<int>(kRecordOp);
+  m.attr("RECORD_GRAPH") = static_cast<int>(kRecordGraph);
+  m.attr("RECORD_TRANSFER") = static_cast<int>(kRecordTransfer);
+
+  // The profiler (profiler.cpp); runtime/profiling.py is its only user.
+  m.def("_register_activity_profiler", &register_activity_profiler);
+  m.def("_profiler_recording", &profiler_recording);
+  m.def("_profiler_correlation_id", &profiler_correlation_id);
+  m.def("_profiler_record", &profiler_record, py::arg("kind"), py::arg("name"), py::arg("device"),
+        py::arg("start_ns"), py::arg("end_ns"), py::arg("correlation"));
 
   m.def(
       "_drain_events",

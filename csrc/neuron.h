@@ -102,4 +102,16 @@ bool is_pinned(const void* ptr);
 const at::Generator& default_generator(c10::DeviceIndex index);
 at::Generator new_generator(c10::DeviceIndex index);
 
+// ---- profiler (profiler.cpp) ------------------------------------------------
+// What a device record is (exported to Python as RECORD_*): a row each in the trace.
+enum RecordKind : int { kRecordOp = 0, kRecordGraph = 1, kRecordTransfer = 2 };
+// Registers the Kineto activity profiler of ProfilerActivity.PrivateUse1 (once).
+void register_activity_profiler();
+// Whether a profile that asked for the device is recording now.
+bool profiler_recording() noexcept;
+// The correlation id of the CPU op running on this thread (0: none).
+int64_t profiler_correlation_id() noexcept;
+// One device interval, in ns since the epoch (system clock), kept while recording.
+void profiler_record(int kind, std::string name, int device, int64_t start_ns, int64_t end_ns, int64_t correlation);
+
 } // namespace torch_neuronx

@@ -36,9 +36,10 @@ def _register() -> None:
         torch._register_device_module("neuron", _device_module)
     try:
         from . import _C  # the C++ shim: allocator, views, guard, hooks, generators
-        from .runtime import config, devices, streams
+        from .runtime import config, devices, profiling, streams
 
         _C._set_runtime_hooks(streams)  # what the guard asks about streams, events, synchronize
+        profiling.register()  # torch.profiler's ProfilerActivity.PrivateUse1 (runtime/profiling.py)
         if config.platform() == "cpu":
             devices.set_native_count(config.cpu_device_count())
         else:

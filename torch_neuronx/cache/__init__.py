@@ -28,7 +28,7 @@ import warnings
 from typing import NamedTuple
 
 from .. import metrics
-from ..runtime import config, executables
+from ..runtime import config, executables, profiling
 from . import artifacts, keys
 from .memory import MemoryCache
 from .store import BadEntry, DiskStore, decode, encode
@@ -98,6 +98,9 @@ class ExecutableCache:
     # ---- memory
 
     def get(self, key):
+        if profiling.active():  # a hit is most launches' only cache work: show it in a profile
+            with profiling.range("neuron::cache_memory_lookup"):
+                return self.memory.get(key)
         return self.memory.get(key)
 
     def put(self, key, value, nbytes: int) -> None:
@@ -129,6 +132,10 @@ class ExecutableCache:
         A bad or unloadable entry is removed, warned about once and reported as a miss."""
         if self.disk is None or not self._loads_work():
             return None
+        with profiling.range(f"neuron::cache_disk_load {kind}"):
+            return self._load(kind, name, key)
+
+    def _load(self, kind: str, name: str, key: tuple) -> Found | None:
         start = time.perf_counter()
         got = self._read(kind, name, key)
         if got is None:

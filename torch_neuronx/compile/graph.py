@@ -31,7 +31,7 @@ from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, arg_kind,
                             fresh_storage, wrap)
-from ..runtime import config, devices, rng, storage, streams, transfer
+from ..runtime import config, devices, profiling, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
 from . import artifacts
 from .errors import NEFFCompilationError, NEFFExecutionError
@@ -160,6 +160,7 @@ class GraphProgram:
         # the inputs the graph writes (AOTAutograd's `copy_` into a placeholder)
         self.mutated_inputs = frozenset(index[n.args[0]] for n in self.nodes
                                         if n.target is aten.copy_.default and n.args[0].op == "placeholder")
+        self.range_name = f"neuron::graph {name}"  # its call's range in a profile
 
     # ------------------------------------------------------------------------------------------
     # Calling
@@ -176,7 +177,8 @@ class GraphProgram:
         metrics.graph_executed(self.name)
         self.host_failures.clear()
         try:
-            outs = exe.fn(*arrays)
+            with profiling.range(self.range_name):
+                outs = profiling.launch(profiling.RECORD_GRAPH, self.name, device.index, exe.fn, arrays)
         except Exception as e:
             if self.host_failures:  # an op run on the host raised: name it, with its own error
                 node, err = self.host_failures.pop()
@@ -218,7 +220,8 @@ class GraphProgram:
         if self.structure is None:
             exe = self.unshared.get(sig)
             if exe is None:
-                exe = self.unshared[sig] = self._compile(inputs, device, self._reason(sig))
+                with profiling.range(f"neuron::compile_graph {self.name}"):
+                    exe = self.unshared[sig] = self._compile(inputs, device, self._reason(sig))
                 self.signatures.add(sig)
             return exe
         key = (_PROCESS, self.structure) + sig
@@ -238,7 +241,8 @@ class GraphProgram:
                 nbytes = found.nbytes
                 metrics.graph_loaded(self.name)
             else:
-                exe = self._compile(inputs, device, self._reason(sig))
+                with profiling.range(f"neuron::compile_graph {self.name}"):
+                    exe = self._compile(inputs, device, self._reason(sig))
                 nbytes = executables.save("graph", self.name, key, exe.meta, exe.fn)
         executables.put(key, exe, nbytes)
         self.signatures.add(sig)

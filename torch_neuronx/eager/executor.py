@@ -28,7 +28,7 @@ from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
                             TensorLayout, fresh_storage, wrap)
-from ..runtime import config, devices, rng, storage, streams
+from ..runtime import config, devices, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax, jnp
 from .specs import OpSpec
 
@@ -40,6 +40,7 @@ _empty_strided = torch.empty_strided
 _new_tuple = tuple.__new__
 _pending_events = storage.pending_events
 _executed = metrics.executed_counts()
+_profiler_on = profiling.active
 _STATIC, _SCALAR, _GENERATOR, _TENSOR = ArgKind.STATIC, ArgKind.SCALAR, ArgKind.GENERATOR, ArgKind.TENSOR
 _FRESH, _ARGUMENT = ReturnKind.FRESH, ReturnKind.ARGUMENT
 # what every key of this process starts with: the platform and whether value checks are compiled in
@@ -235,7 +236,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             arr = _scalar_arrays.get((device, type(s), s))
             inputs.append(_scalar_array(s, device) if arr is None else arr)
     try:
-        outs = entry.fn(*inputs)
+        if _profiler_on():
+            outs = profiling.launch(profiling.RECORD_OP, spec.name, device, entry.fn, inputs)
+        else:
+            outs = entry.fn(*inputs)
     except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
         raise _launch_error(spec.name, device, e) from e
     if outs:
@@ -510,7 +514,8 @@ def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         entry = Entry(found.executable, fresh, returns, write_slots, value_checks, device, value_key(key))
         nbytes = found.nbytes
     else:
-        entry = _compile(spec, args, kwargs, call, buffers, key, device)
+        with profiling.range(f"neuron::compile_op {spec.name}"):
+            entry = _compile(spec, args, kwargs, call, buffers, key, device)
         if entry is None:
             return None
         nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .dtypes import to_numpy_dtype, to_torch_dtype
+from . import profiling
 from .devices import check_not_forked, jax_device
 from .lazy_jax import jax
 
@@ -70,20 +71,24 @@ def to_device(a: np.ndarray, index: int):
     On the CPU platform jax may alias an aligned host array instead of copying it (even with
     may_alias=False), so the copy is made here, aligned so that it is the only one: the device
     buffer then owns the only reference."""
-    return jax.device_put(_aligned_copy(a), jax_device(index))
+    with profiling.moved("neuron::host_to_device", index) as m:
+        return m.done(jax.device_put(_aligned_copy(a), jax_device(index)))
 
 
 def hand_to_device(a: np.ndarray, index: int):
     """Move host data that nobody else will touch again to neuron:index, without the defensive copy
     of `to_device`: where jax aliases it (the CPU platform), the device buffer keeps `a` alive."""
-    return jax.device_put(a, jax_device(index))
+    with profiling.moved("neuron::host_to_device", index) as m:
+        return m.done(jax.device_put(a, jax_device(index)))
 
 
 def to_host(arr) -> np.ndarray:
     """Wait for `arr` and copy it to the host."""
     check_not_forked()
-    return np.asarray(arr)
+    with profiling.moved("neuron::device_to_host", arr) as m:
+        return m.done(np.asarray(arr))
 
 
 def between_devices(arr, index: int):
-    return jax.device_put(arr, jax_device(index))
+    with profiling.moved("neuron::device_to_device", index) as m:
+        return m.done(jax.device_put(arr, jax_device(index)))
