@@ -191,7 +191,10 @@ class GraphProgram:
             raise NEFFExecutionError(f"graph {self.name}: the executable failed: {type(e).__name__}: {e}") from e
         if outs:
             streams.launched(device.index, outs[0])
-        return exe.finish(self, args, inputs, outs, device)
+        try:
+            return exe.finish(self, args, inputs, outs, device)
+        except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
+            raise torch.OutOfMemoryError(f"graph {self.name}: {e}") from None
 
     def _device(self, args) -> torch.device:
         for a in args:

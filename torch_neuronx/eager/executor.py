@@ -251,7 +251,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             call.store(entry.write_slots, outs[len(entry.fresh):])
             error, message = failed
             raise error(f"{spec.name}: {message}")
-    return _finish(spec, args, kwargs, call, entry, outs)
+    try:
+        return _finish(spec, args, kwargs, call, entry, outs)
+    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
+        raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a

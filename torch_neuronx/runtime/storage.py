@@ -86,7 +86,7 @@ def out_of_memory_error(device: int, what: str, e: BaseException) -> torch.OutOf
         return None
     _C._record_out_of_memory(device)
     return torch.OutOfMemoryError(
-        f"neuron out of memory. {what}: the platform could not allocate on neuron:{device} "
+        f"{what}: neuron out of memory. The platform could not allocate on neuron:{device} "
         f"({text}). neuron:{device} has {_C._format_bytes(torch.accelerator.memory_allocated(device))} allocated "
         f"of a capacity of {_C._format_bytes(_C._memory_capacity(device))}."
     )
