@@ -1,0 +1,123 @@
+"""CPU offload of the tiny FLUX.2-klein pipeline on neuron, side by side with the CPU pipeline.
+
+    PYTHONPATH=. python benchmarks/offload.py [--height 64 --width 64 --steps 2 --repeats 3] [--profile MODE]
+
+Rows: the CPU pipeline (torch eager, no offload), the same pipeline with diffusers' offload hooks on
+the CPU where diffusers allows it, neuron with no offload, neuron with `enable_model_cpu_offload`,
+neuron with `enable_sequential_cpu_offload`. Each pipeline is built from the same seed, called once
+to warm up (neuron compiles its ops then), then timed over `--repeats` calls (the median is shown);
+every image is compared to the CPU pipeline's. `--profile MODE` prints cProfile's top functions
+of one timed call of that row.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see examples/demo.py
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import torch_neuronx  # noqa: F401
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from flux2_klein import build_pipeline  # noqa: E402
+
+PROMPT = "a golden retriever surfing a wave, photorealistic"
+
+MODES = {
+    "cpu": ("cpu", None),
+    "cpu+model_offload": ("cpu", "model"),
+    "neuron": ("neuron", None),
+    "neuron+model_offload": ("neuron", "model"),
+    "neuron+sequential_offload": ("neuron", "sequential"),
+}
+
+
+def prepare(device, offload):
+    pipe = build_pipeline()
+    if offload == "model":
+        pipe.enable_model_cpu_offload(device=device)
+    elif offload == "sequential":
+        pipe.enable_sequential_cpu_offload(device=device)
+    elif device != "cpu":
+        pipe.to(device)
+    return pipe
+
+
+def call(pipe, args):
+    return pipe(
+        prompt=PROMPT, height=args.height, width=args.width, num_inference_steps=args.steps,
+        generator=torch.Generator().manual_seed(0), output_type="np",
+    ).images
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--height", type=int, default=64)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--profile", default=None, choices=sorted(MODES))
+    args = ap.parse_args()
+
+    import diffusers
+    import transformers
+
+    diffusers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.set_verbosity_error()
+
+    rows, want = [], None
+    for name in args.modes.split(","):
+        device, offload = MODES[name]
+        try:
+            pipe = prepare(device, offload)
+        except Exception as e:  # diffusers refuses some offloads on the CPU
+            rows.append((name, None, None, None, f"not available: {type(e).__name__}: {str(e)[:60]}"))
+            continue
+        start = time.perf_counter()
+        got = call(pipe, args)
+        first = time.perf_counter() - start
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            got = call(pipe, args)
+            times.append(time.perf_counter() - start)
+        if name == args.profile:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.runcall(call, pipe, args)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+        if want is None:
+            want = got  # the first row (the CPU pipeline) is the reference
+        diff = float(np.abs(got.astype(np.float64) - want).max())
+        rows.append((name, first, statistics.median(times), diff, ""))
+        del pipe
+
+    base = next((r[2] for r in rows if r[0] == "cpu" and r[2]), None)
+    size = f"{args.height}x{args.width}, {args.steps} steps, float32, median of {args.repeats}"
+    print(f"\nFLUX.2-klein (tiny) offload, {size}; torch threads {torch.get_num_threads()}")
+    print(f"{'mode':28s} {'first s':>8s} {'call s':>8s} {'x cpu':>7s} {'max|img-cpu|':>13s}")
+    ok = True
+    for name, first, t, diff, note in rows:
+        if t is None:
+            print(f"{name:28s} {note}")
+            continue
+        ratio = t / base if base else float("nan")
+        print(f"{name:28s} {first:8.3f} {t:8.3f} {ratio:7.2f} {diff:13.2e}")
+        ok = ok and diff < 1e-4
+    print("images match the CPU's" if ok else "IMAGES DIFFER FROM THE CPU'S")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
