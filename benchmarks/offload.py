@@ -5,7 +5,8 @@
 Rows: the CPU pipeline (torch eager, no offload), the same pipeline with diffusers' offload hooks on
 the CPU where diffusers allows it, neuron with no offload, neuron with `enable_model_cpu_offload`,
 neuron with `enable_sequential_cpu_offload`. Each pipeline is built from the same seed, called once
-to warm up (neuron compiles its ops then), then timed over `--repeats` calls (the median is shown);
+to warm up (neuron compiles its ops then), then the rows are called in turns, `--repeats` rounds
+(the best call and the median are shown, the ratio is of the best);
 every image is compared to the CPU pipeline's. `--profile MODE` prints cProfile's top functions
 of one timed call of that row.
 """
@@ -23,7 +24,7 @@ import time
 import numpy as np
 import torch
 
-import torch_neuronx  # noqa: F401
+import torch_neuronx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from flux2_klein import build_pipeline  # noqa: E402
@@ -73,47 +74,58 @@ def main() -> int:
     diffusers.utils.logging.set_verbosity_error()
     transformers.utils.logging.set_verbosity_error()
 
-    rows, want = [], None
-    for name in args.modes.split(","):
+    # Built and warmed up first, then called in turns (one call of each row per round), so a load
+    # change on a shared machine hits every row alike.
+    pipes, firsts, times, images, notes = {}, {}, {}, {}, {}
+    names = args.modes.split(",")
+    for name in names:
         device, offload = MODES[name]
         try:
-            pipe = prepare(device, offload)
+            pipes[name] = prepare(device, offload)
         except Exception as e:  # diffusers refuses some offloads on the CPU
-            rows.append((name, None, None, None, f"not available: {type(e).__name__}: {str(e)[:60]}"))
+            notes[name] = f"not available: {type(e).__name__}: {str(e)[:60]}"
             continue
         start = time.perf_counter()
-        got = call(pipe, args)
-        first = time.perf_counter() - start
-        times = []
-        for _ in range(args.repeats):
+        images[name] = call(pipes[name], args)
+        firsts[name] = time.perf_counter() - start
+        times[name] = []
+    misses = {name: 0 for name in pipes}  # eager compiles during the timed calls (should be none)
+    for _ in range(args.repeats):
+        for name in pipes:
+            before = torch_neuronx.metrics.cache_stats()["misses"]
             start = time.perf_counter()
-            got = call(pipe, args)
-            times.append(time.perf_counter() - start)
-        if name == args.profile:
-            import cProfile
-            import pstats
+            images[name] = call(pipes[name], args)
+            times[name].append(time.perf_counter() - start)
+            misses[name] += torch_neuronx.metrics.cache_stats()["misses"] - before
+    if args.profile in pipes:
+        import cProfile
+        import pstats
 
-            prof = cProfile.Profile()
-            prof.runcall(call, pipe, args)
-            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
-        if want is None:
-            want = got  # the first row (the CPU pipeline) is the reference
-        diff = float(np.abs(got.astype(np.float64) - want).max())
-        rows.append((name, first, statistics.median(times), diff, ""))
-        del pipe
+        prof = cProfile.Profile()
+        prof.runcall(call, pipes[args.profile], args)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+    want = images[names[0]]  # the first row (the CPU pipeline) is the reference
+    rows = []
+    for name in names:
+        if name in notes:
+            rows.append((name, None, None, None, None, notes[name]))
+        else:
+            diff = float(np.abs(images[name].astype(np.float64) - want).max())
+            rows.append((name, firsts[name], min(times[name]), statistics.median(times[name]), diff, misses[name]))
 
-    base = next((r[2] for r in rows if r[0] == "cpu" and r[2]), None)
-    size = f"{args.height}x{args.width}, {args.steps} steps, float32, median of {args.repeats}"
+    base = next((r[2] for r in rows if r[0] == "cpu" and r[2]), None)  # best of the rounds: the
+    # least disturbed call (the machine is shared); the median beside it shows the spread
+    size = f"{args.height}x{args.width}, {args.steps} steps, float32, best and median of {args.repeats} rounds"
     print(f"\nFLUX.2-klein (tiny) offload, {size}; torch threads {torch.get_num_threads()}")
-    print(f"{'mode':28s} {'first s':>8s} {'call s':>8s} {'x cpu':>7s} {'max|img-cpu|':>13s}")
+    print(f"{'mode':28s} {'first s':>8s} {'best s':>8s} {'median s':>8s} {'x cpu':>7s} {'max|img-cpu|':>13s} {'compiles':>9s}")
     ok = True
-    for name, first, t, diff, note in rows:
+    for name, first, t, med, diff, note in rows:
         if t is None:
             print(f"{name:28s} {note}")
             continue
         ratio = t / base if base else float("nan")
-        print(f"{name:28s} {first:8.3f} {t:8.3f} {ratio:7.2f} {diff:13.2e}")
+        print(f"{name:28s} {first:8.3f} {t:8.3f} {med:8.3f} {ratio:7.2f} {diff:13.2e} {note:9d}")
         ok = ok and diff < 1e-4
     print("images match the CPU's" if ok else "IMAGES DIFFER FROM THE CPU'S")
     return 0 if ok else 1

@@ -70,13 +70,44 @@ def to_device(a: np.ndarray, index: int):
     On the CPU platform jax may alias an aligned host array instead of copying it (even with
     may_alias=False), so the copy is made here, aligned so that it is the only one: the device
     buffer then owns the only reference."""
-    return jax.device_put(_aligned_copy(a), jax_device(index))
+    return _put(_aligned_copy(a), index)
 
 
 def hand_to_device(a: np.ndarray, index: int):
     """Move host data that nobody else will touch again to neuron:index, without the defensive copy
     of `to_device`: where jax aliases it (the CPU platform), the device buffer keeps `a` alive."""
-    return jax.device_put(a, jax_device(index))
+    return _put(a, index)
+
+
+def _put(a: np.ndarray, index: int):
+    """jax.device_put of one numpy array, less its ~25 µs of argument handling (a module's .to()
+    moves hundreds of small tensors): the call it ends in, where this jax has it."""
+    device = jax_device(index)
+    put = _batched_put()
+    if put is None:
+        return jax.device_put(a, device)
+    core, xc = put
+    sharding = _SHARDINGS.get(device)
+    if sharding is None:
+        sharding = _SHARDINGS[device] = jax.sharding.SingleDeviceSharding(device)
+    return xc.batched_device_put(core.ShapedArray(a.shape, a.dtype), sharding, [a], [device], True)
+
+
+_PUT: list = []
+_SHARDINGS: dict = {}
+
+
+def _batched_put():
+    if not _PUT:
+        try:
+            from jax._src import core
+            from jax._src.lib import xla_client as xc
+
+            xc.batched_device_put  # noqa: B018 (present in this jaxlib?)
+            _PUT.append((core, xc))
+        except (ImportError, AttributeError):
+            _PUT.append(None)
+    return _PUT[0]
 
 
 def to_host(arr) -> np.ndarray:
