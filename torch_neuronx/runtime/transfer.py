@@ -69,8 +69,10 @@ def to_device(a: np.ndarray, index: int):
 
     On the CPU platform jax may alias an aligned host array instead of copying it (even with
     may_alias=False), so the copy is made here, aligned so that it is the only one: the device
-    buffer then owns the only reference."""
-    return _put(_aligned_copy(a), index)
+    buffer then owns the only reference. Where jax's put takes a copy flag, XLA makes that copy."""
+    if _batched_put() is None:
+        return jax.device_put(_aligned_copy(a), jax_device(index))
+    return _put(a, index, copy=True)
 
 
 def hand_to_device(a: np.ndarray, index: int):
@@ -79,9 +81,10 @@ def hand_to_device(a: np.ndarray, index: int):
     return _put(a, index)
 
 
-def _put(a: np.ndarray, index: int):
+def _put(a: np.ndarray, index: int, copy: bool = False):
     """jax.device_put of one numpy array, less its ~25 µs of argument handling (a module's .to()
-    moves hundreds of small tensors): the call it ends in, where this jax has it."""
+    moves hundreds of small tensors): the call it ends in, where this jax has it. `copy`: never
+    alias `a`."""
     device = jax_device(index)
     put = _batched_put()
     if put is None:
@@ -90,7 +93,7 @@ def _put(a: np.ndarray, index: int):
     sharding = _SHARDINGS.get(device)
     if sharding is None:
         sharding = _SHARDINGS[device] = jax.sharding.SingleDeviceSharding(device)
-    return xc.batched_device_put(core.ShapedArray(a.shape, a.dtype), sharding, [a], [device], True)
+    return xc.batched_device_put(core.ShapedArray(a.shape, a.dtype), sharding, [a], [device], True, copy)
 
 
 _PUT: list = []
