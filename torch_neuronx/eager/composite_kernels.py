@@ -33,3 +33,17 @@ def fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal
     # the same choice as csrc/attention.cpp's dispatch stub, for callers of the op itself
     backend = torch.nn.attention.SDPBackend
     return int((backend.MATH if dropout_p > 0 else backend.OVERRIDEABLE).value)
+
+
+_SHARES_IMPL = {"cpu", "neuron"}
+
+
+def has_compatible_shallow_copy_type(self, other) -> bool:
+    """Whether `self.data = other` may swap `other`'s storage into `self`: a strided CPU tensor and a
+    neuron tensor can, as CPU and CUDA tensors can (both are plain TensorImpls), which PyTorch's
+    fixed list of dense backends leaves PrivateUse1 out of (pytorch#196975). So diffusers' group
+    offloading (`param.data = param.data.to(device)`) works, and `Module.to("neuron")` keeps its
+    Parameter objects, as on CUDA."""
+    if self.layout != torch.strided or other.layout != torch.strided:
+        return self.layout == other.layout and self.device.type == other.device.type
+    return self.device.type == other.device.type or {self.device.type, other.device.type} <= _SHARES_IMPL

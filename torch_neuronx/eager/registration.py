@@ -86,6 +86,10 @@ def _register_into(lib) -> None:
     }
     for op, fn in own.items():
         lib.impl(op, fn, "PrivateUse1")
+    # a composite op that reads dispatch keys: reached through the autograd key first (the
+    # plain key under inference_mode)
+    for key in ("AutogradPrivateUse1", "PrivateUse1"):
+        lib.impl(aten._has_compatible_shallow_copy_type.default, composite_kernels.has_compatible_shallow_copy_type, key)
     for op, fn in META_KERNELS.items():
         if not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Meta"):
             lib.impl(op, fn, "Meta")
