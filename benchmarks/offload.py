@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/offload.py [--height 64 --width 64 --steps 2 --repeats 3] [--profile MODE]
 
 Rows: the CPU pipeline (torch eager, no offload), the same pipeline with diffusers' offload hooks on
-the CPU where diffusers allows it, neuron with no offload, neuron with `enable_model_cpu_offload`,
+the CPU (the hooks' own cost: their moves are no-ops there), neuron with no offload, neuron with `enable_model_cpu_offload`,
 neuron with `enable_sequential_cpu_offload`. Each pipeline is built from the same seed, called once
 to warm up (neuron compiles its ops then), then the rows are called in turns, `--repeats` rounds
 (the best call and the median are shown, the ratio is of the best);
@@ -34,6 +34,7 @@ PROMPT = "a golden retriever surfing a wave, photorealistic"
 MODES = {
     "cpu": ("cpu", None),
     "cpu+model_offload": ("cpu", "model"),
+    "cpu+sequential_offload": ("cpu", "sequential"),
     "neuron": ("neuron", None),
     "neuron+model_offload": ("neuron", "model"),
     "neuron+sequential_offload": ("neuron", "sequential"),
