@@ -101,15 +101,23 @@ _SHARDINGS: dict = {}
 
 
 def _batched_put():
+    """jax's internal put, if this jax has it with the arguments `_put` passes (tried once on a
+    one-element array, copied and read back); else None and `_put` uses jax.device_put."""
     if not _PUT:
         try:
             from jax._src import core
             from jax._src.lib import xla_client as xc
 
-            xc.batched_device_put  # noqa: B018 (present in this jaxlib?)
-            _PUT.append((core, xc))
-        except (ImportError, AttributeError):
-            _PUT.append(None)
+            probe, device = np.arange(1, 2, dtype=np.float32), jax_device(0)
+            got = xc.batched_device_put(
+                core.ShapedArray(probe.shape, probe.dtype), jax.sharding.SingleDeviceSharding(device), [probe],
+                [device], True, True,
+            )
+            probe[0] = 0
+            ok = np.asarray(got).tolist() == [1.0]
+        except Exception:  # noqa: BLE001 (any change of jax's internals: use the public call)
+            ok = False
+        _PUT.append((core, xc) if ok else None)
     return _PUT[0]
 
 
