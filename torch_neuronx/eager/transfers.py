@@ -48,6 +48,15 @@ def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_
         kwargs = {"dtype": dtype, "memory_format": memory_format}
         return executor.run(spec_for(aten._to_copy.default), (self,), {k: v for k, v in kwargs.items() if v is not None})
     dtype = dtype if dtype is not None else self.dtype
+    if dtype == self.dtype and memory_format in (None, torch.preserve_format) and not pin_memory and self.is_contiguous():
+        # A plain move (a module's .to(), every offload hook's): one transfer, no empty-then-copy_
+        if target.type == "neuron" and self.device.type == "cpu":
+            out = torch.empty(self.shape, dtype=dtype, device=target)
+            if out.numel():
+                copy_into(out, transfer.to_device(transfer.torch_to_numpy(self).reshape(-1), target.index))
+            return out
+        if target.type == "cpu" and self.device.type == "neuron":
+            return to_host(self)  # a fresh contiguous host copy
     if memory_format in (None, torch.preserve_format) and _dense(self):
         out = torch.empty_strided(self.shape, self.stride(), dtype=dtype, device=target, pin_memory=bool(pin_memory))
     else:

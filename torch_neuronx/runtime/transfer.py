@@ -70,16 +70,58 @@ def to_device(a: np.ndarray, index: int):
 
     On the CPU platform jax may alias an aligned host array instead of copying it (even with
     may_alias=False), so the copy is made here, aligned so that it is the only one: the device
-    buffer then owns the only reference."""
+    buffer then owns the only reference. Where jax's put takes a copy flag, XLA makes that copy."""
     with profiling.moved("neuron::host_to_device", index) as m:
-        return m.done(jax.device_put(_aligned_copy(a), jax_device(index)))
+        if _batched_put() is None:
+            return m.done(jax.device_put(_aligned_copy(a), jax_device(index)))
+        return m.done(_put(a, index, copy=True))
 
 
 def hand_to_device(a: np.ndarray, index: int):
     """Move host data that nobody else will touch again to neuron:index, without the defensive copy
     of `to_device`: where jax aliases it (the CPU platform), the device buffer keeps `a` alive."""
     with profiling.moved("neuron::host_to_device", index) as m:
-        return m.done(jax.device_put(a, jax_device(index)))
+        return m.done(_put(a, index))
+
+
+def _put(a: np.ndarray, index: int, copy: bool = False):
+    """jax.device_put of one numpy array, less its ~25 µs of argument handling (a module's .to()
+    moves hundreds of small tensors): the call it ends in, where this jax has it. `copy`: never
+    alias `a`."""
+    device = jax_device(index)
+    put = _batched_put()
+    if put is None:
+        return jax.device_put(a, device)
+    core, xc = put
+    sharding = _SHARDINGS.get(device)
+    if sharding is None:
+        sharding = _SHARDINGS[device] = jax.sharding.SingleDeviceSharding(device)
+    return xc.batched_device_put(core.ShapedArray(a.shape, a.dtype), sharding, [a], [device], True, copy)
+
+
+_PUT: list = []
+_SHARDINGS: dict = {}
+
+
+def _batched_put():
+    """jax's internal put, if this jax has it with the arguments `_put` passes (tried once on a
+    one-element array, copied and read back); else None and `_put` uses jax.device_put."""
+    if not _PUT:
+        try:
+            from jax._src import core
+            from jax._src.lib import xla_client as xc
+
+            probe, device = np.arange(1, 2, dtype=np.float32), jax_device(0)
+            got = xc.batched_device_put(
+                core.ShapedArray(probe.shape, probe.dtype), jax.sharding.SingleDeviceSharding(device), [probe],
+                [device], True, True,
+            )
+            probe[0] = 0
+            ok = np.asarray(got).tolist() == [1.0]
+        except Exception:  # noqa: BLE001 (any change of jax's internals: use the public call)
+            ok = False
+        _PUT.append((core, xc) if ok else None)
+    return _PUT[0]
 
 
 def to_host(arr) -> np.ndarray:
