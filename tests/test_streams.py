@@ -237,3 +237,33 @@ def test_timing_across_a_wait_and_a_synchronize(heavy):
     second_ms = (time.perf_counter() - t0) * 1e3
     ms = start.elapsed_time(end)
     assert 0.2 * second_ms < ms <= second_ms + 1.0, (ms, second_ms)
+
+
+def test_compiled_code_with_streams_and_events(heavy):
+    """torch.compile(backend="neuron") of code that runs work under a stream and records, waits on
+    and synchronizes events: Dynamo's stream ops run between the graph's executables, in graph order,
+    and the work traced under `with s:` runs on `s` (its event does not complete before it)."""
+    from torch_neuronx import metrics
+
+    x, xn, _ = heavy
+    s, e = torch.neuron.Stream(), torch.neuron.Event()
+
+    def f(t):
+        with s:
+            y = t @ t
+            y = y @ t
+            y = y @ t
+        e.record(s)
+        torch.accelerator.current_stream().wait_event(e)
+        return y + 1
+
+    compiled = torch.compile(f, backend="neuron", fullgraph=True)
+    ref = torch.linalg.matrix_power(x, 4) + 1
+    torch.testing.assert_close(compiled(xn).cpu(), ref, rtol=1e-4, atol=1e-4)
+    assert metrics.get_dynamo_metrics()["split_graphs"]  # cut at the stream ops
+    out = compiled(xn)
+    assert not e.query(), "the event on s completed before the work traced under `with s:`"
+    assert torch.neuron.current_stream() == torch.neuron.default_stream()  # the call's stream is back
+    e.synchronize()
+    assert s.query()
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-4)

@@ -55,10 +55,24 @@ _NO_OPS = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
 # (a host callback would run one where jax chooses, and copy an asynchronous result out before it
 # arrived); compile/split.py runs them between executables
 COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "_c10d_functional_autograd", "_dtensor", "c10d"})
+# Dynamo's stream and event ops (torch/_dynamo/variables/streams.py: fork/join the current stream,
+# record/wait events, synchronize), and the control_deps wrapper that orders one after the tensors it
+# names: side effects on the device's streams, which must run between executables, in graph order
+STREAM_NAMESPACE = "streams"
 
 
 def is_collective(target) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.namespace in COLLECTIVE_NAMESPACES
+
+
+def is_stream_op(target) -> bool:
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return target.name() == "control_deps"
+    return isinstance(target, torch._ops.OpOverload) and target.namespace == STREAM_NAMESPACE
+
+
+def runs_between_executables(target) -> bool:
+    return is_collective(target) or is_stream_op(target)
 
 
 def _is_random(node) -> bool:
@@ -582,10 +596,10 @@ class _Tracer:
     def _host_call(self, node, op, args, kwargs, val):
         """An op with no lowering: run it on the host's CPU from inside the executable."""
         name = str(op)
-        if is_collective(op):
+        if runs_between_executables(op):
             raise NEFFCompilationError(
-                f"graph {self.program.name}: op {name} (node '{node.name}') is a collective, which runs "
-                f"between executables (compile/split.py cuts a graph there), never inside one"
+                f"graph {self.program.name}: op {name} (node '{node.name}') is a collective or a stream "
+                f"op, which runs between executables (compile/split.py cuts a graph there), never inside one"
             )
         check_cpu_fallback(name, self.program.name, node.name, NEFFCompilationError, stacklevel=2)
         self.fallbacks.append(name)

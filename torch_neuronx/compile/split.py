@@ -1,7 +1,10 @@
-"""A graph with collectives, cut into segments: each run of computation between collectives is compiled
-as its own GraphProgram (its own executable, keyed by value and cached like any graph), and the
-collectives run through the process group between them, eagerly, as the ops themselves on neuron
-tensors.
+"""A graph with collectives or stream ops, cut into segments: each run of computation between them is
+compiled as its own GraphProgram (its own executable, keyed by value and cached like any graph), and
+the collectives run through the process group between them, eagerly, as the ops themselves on neuron
+tensors; so do Dynamo's stream and event ops (`streams::fork`, `join`, `record_event`, `wait_event`,
+`synchronize_*`, ...), which act on the device's streams. Nodes Dynamo traced under a stream context
+(`with stream:`, meta `custom.stream`) run on that stream: where the annotation changes along the
+graph, a step makes that stream current (the stream current at the call, for unannotated nodes).
 
 A collective cannot live inside an executable here: the process group stages tensors on the host and
 talks to the other ranks through Gloo, and a host callback inside the executable would run it where
@@ -9,10 +12,12 @@ jax chooses (the functional collectives are asynchronous: the callback would cop
 before it arrived). So the ATen graph AOTAutograd produced is partitioned:
 
 - host nodes are the ops of the collective namespaces (`_c10d_functional`, `_c10d_functional_autograd`,
-  `_dtensor`, `c10d`: each collective, its `wait_tensor`) and `getitem`s of their results; they run in
-  graph order, so every rank issues its collectives in the same order;
+  `_dtensor`, `c10d`: each collective, its `wait_tensor`), the stream ops, and `getitem`s of their
+  results; they run in graph order, so every rank issues its collectives in the same order;
 - every other node goes to the earliest segment its inputs allow (segment i runs after host node i),
-  an input mutation (`copy_` into a placeholder) to the last, after every read of the old value;
+  and never before a stream op that precedes it in the graph (a stream op orders by position, not by
+  data: what follows `fork` runs on the forked stream); an input mutation (`copy_` into a placeholder)
+  to the last, after every read of the old value;
 - each non-empty segment becomes a GraphModule whose nodes are named as a fresh trace names them
   (placeholders `arg0..`, constants `c0..`), so a segment repeated in the graph (a transformer block
   between its all-reduces) has one structure digest and compiles once.
@@ -27,7 +32,7 @@ import torch
 
 from .. import metrics
 from .errors import NEFFExecutionError
-from .graph import GraphProgram, is_collective
+from .graph import GraphProgram, is_collective, is_stream_op, runs_between_executables
 
 aten = torch.ops.aten
 
@@ -35,22 +40,39 @@ aten = torch.ops.aten
 def _is_host(node, host: set) -> bool:
     if node.op != "call_function":
         return False
-    if is_collective(node.target):
+    if runs_between_executables(node.target):
         return True
     # an item of a collective's tuple result (the coalesced collectives) stays with it
     return node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and node.args[0] in host
 
 
+def _stream_index(node):
+    """The stream (an index among Dynamo's graph objects) a node was traced under, or None."""
+    return (node.meta.get("custom") or {}).get("stream")
+
+
+class _StreamSwitch:
+    """A step that makes the stream of the nodes after it current (None: the call's own)."""
+
+    all_input_nodes = ()
+    target = None
+
+    def __init__(self, index):
+        self.index = index
+
+
 def program_for(gm: torch.fx.GraphModule, name: str, kind: str, reason: str | None = None):
     """The callable that runs AOTAutograd graph `gm`: one GraphProgram, or a SplitProgram when the
-    graph calls collectives."""
-    if any(n.op == "call_function" and is_collective(n.target) for n in gm.graph.nodes):
+    graph calls collectives or stream ops or runs nodes on a stream of its own."""
+    if any(n.op == "call_function" and (runs_between_executables(n.target) or _stream_index(n) is not None)
+           for n in gm.graph.nodes):
         return SplitProgram(gm, name, kind, reason)
     return GraphProgram(gm, name, kind, reason)
 
 
 class SplitProgram:
-    """AOTAutograd graph `gm` run as segments (GraphPrograms) and host nodes (collectives) in turn."""
+    """AOTAutograd graph `gm` run as segments (GraphPrograms) and host nodes (collectives, stream ops)
+    in turn."""
 
     def __init__(self, gm: torch.fx.GraphModule, name: str, kind: str, reason: str | None = None):
         self.gm = gm
@@ -62,24 +84,36 @@ class SplitProgram:
         self.output = next(n for n in graph.nodes if n.op == "output")
         host: set = set()
         host_order = []
+        switch_before = {}  # node -> the stream switch right before it
+        stream = None
         for n in graph.nodes:
             if _is_host(n, host):
                 host.add(n)
                 host_order.append(n)
+            elif n.op == "call_function" and _stream_index(n) != stream:
+                stream = _stream_index(n)
+                switch_before[n] = _StreamSwitch(stream)
+                host_order.append(switch_before[n])
+        self.switches = bool(switch_before)
         position = {n: i + 1 for i, n in enumerate(host_order)}  # host node i runs before segment i
         level = {}
         last = len(host_order)
+        barrier = 0  # the last stream op so far: nothing after it may run before it
         for n in graph.nodes:
             if n.op in ("placeholder", "get_attr"):
                 level[n] = 0
             elif n in host:
                 level[n] = position[n]
+                if is_stream_op(n.target):
+                    barrier = position[n]
             elif n.op == "call_function":
+                if n in switch_before:
+                    barrier = position[switch_before[n]]
                 if n.target is aten.copy_.default and n.args[0].op == "placeholder":
                     level[n] = last  # the input's old value may be read until the end
                     continue
                 deps = [level[a] for a in n.all_input_nodes]
-                level[n] = max(deps, default=0)
+                level[n] = max(deps + [barrier])
         # what each step runs: segment i (its nodes, in graph order), then host node i + 1
         seg_nodes = [[] for _ in range(last + 1)]
         for n in graph.nodes:
@@ -95,7 +129,7 @@ class SplitProgram:
                 self.steps.append(("segment", seg))
             if i < last:
                 self.steps.append(("host", host_order[i]))
-        self.collectives = sum(1 for n in host_order if is_collective(n.target)
+        self.collectives = sum(1 for n in host_order if n.target is not None and is_collective(n.target)
                                and n.target.name() != "_c10d_functional::wait_tensor")
         # when each value may be dropped: after the last step that reads it
         self._drop_after = _last_reads(self.steps, self.output)
@@ -104,14 +138,21 @@ class SplitProgram:
     def __call__(self, *args):
         env = dict(self.constants)  # a collective may read a constant the graph holds
         env.update(zip(self.placeholders, args))
-        for i, (what, step) in enumerate(self.steps):
-            if what == "segment":
-                outs = step.program(*[env[n] for n in step.inputs])
-                env.update(zip(step.outputs, outs))
-            else:
-                env[step] = self._run_host(step, env)
-            for n in self._drop_after.get(i, ()):
-                env.pop(n, None)
+        ambient = torch.accelerator.current_stream() if self.switches else None
+        try:
+            for i, (what, step) in enumerate(self.steps):
+                if what == "segment":
+                    outs = step.program(*[env[n] for n in step.inputs])
+                    env.update(zip(step.outputs, outs))
+                elif isinstance(step, _StreamSwitch):
+                    torch.accelerator.set_stream(ambient if step.index is None else _graph_object(step.index))
+                else:
+                    env[step] = self._run_host(step, env)
+                for n in self._drop_after.get(i, ()):
+                    env.pop(n, None)
+        finally:
+            if ambient is not None:
+                torch.accelerator.set_stream(ambient)
         return [env[o] if isinstance(o, torch.fx.Node) else o for o in _outputs(self.output)]
 
     def _run_host(self, node, env):
@@ -122,9 +163,17 @@ class SplitProgram:
         try:
             return node.target(*args, **kwargs)
         except Exception as e:
+            what = "collective" if is_collective(node.target) else "stream op"
             raise NEFFExecutionError(
-                f"graph {self.name}: collective {node.target} (node '{node.name}'): {type(e).__name__}: {e}"
+                f"graph {self.name}: {what} {node.target} (node '{node.name}'): {type(e).__name__}: {e}"
             ) from e
+
+
+def _graph_object(index: int):
+    """The object (a stream) Dynamo registered for the graph under `index`, as its stream ops read it."""
+    from torch._dynamo.graph_bytecode_inputs import get_external_object_by_index
+
+    return get_external_object_by_index(index)
 
 
 def _outputs(output_node) -> list:
