@@ -17,18 +17,22 @@ from torch_neuronx import metrics  # noqa: E402
 transformers.logging.set_verbosity_error()
 
 
-def _llama_folder(path, layers=2):
-    """A small Llama (random weights, the real architecture) saved to `path` for from_pretrained."""
+def _causal_lm_folder(path, config_cls, model_cls, layers=2):
+    """A small causal LM (random weights, the real architecture) saved to `path` for from_pretrained."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(
+    cfg = config_cls(
         vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=None, pad_token_id=0,
     )
-    model = LlamaForCausalLM(cfg).eval()
+    model = model_cls(cfg).eval()
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     model.save_pretrained(path)
     return str(path)
+
+
+def _llama_folder(path, layers=2):
+    return _causal_lm_folder(path, LlamaConfig, LlamaForCausalLM, layers)
 
 
 @pytest.fixture(scope="module")
@@ -215,16 +219,7 @@ def test_safetensors_imported_before_torch(tensors_file):
 def _qwen2_folder(path):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch.manual_seed(0)
-    cfg = Qwen2Config(
-        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=None, pad_token_id=0,
-    )
-    model = Qwen2ForCausalLM(cfg).eval()
-    model.generation_config.eos_token_id = None
-    model.generation_config.pad_token_id = 0
-    model.save_pretrained(path)
-    return str(path)
+    return _causal_lm_folder(path, Qwen2Config, Qwen2ForCausalLM)
 
 
 @pytest.mark.slow

@@ -5,9 +5,7 @@ They are registered as skipped files, like torch's own, when torch._dynamo is fi
 importing it here would add over a second to `import torch`."""
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
+from .import_hooks import after_import
 
 SKIPPED = ("torch_neuronx", "jax", "jaxlib")
 _TRACE_RULES = "torch._dynamo.trace_rules"
@@ -44,44 +42,6 @@ def _register_backend(registry) -> None:
     default.install()
 
 
-# module -> (hook, a name the module defines once it has finished importing)
-_HOOKS = {_TRACE_RULES: (_apply, "add"), _REGISTRY: (_register_backend, "register_backend")}
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Runs each hook right after its torch._dynamo module finishes importing."""
-
-    def __init__(self, pending):
-        self.pending = set(pending)
-
-    def find_spec(self, name, path, target=None):
-        if name not in self.pending:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        exec_module = spec.loader.exec_module
-
-        def exec_and_apply(module):
-            exec_module(module)
-            self.pending.discard(name)
-            if not self.pending:
-                sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-            _HOOKS[name][0](module)
-
-        spec.loader.exec_module = exec_and_apply
-        return spec
-
-
 def install() -> None:
-    if any(isinstance(f, _Finder) for f in sys.meta_path):
-        return  # hooks still waiting for their modules
-    pending = []
-    for name, (hook, defined_last) in _HOOKS.items():
-        module = sys.modules.get(name)
-        if module is None:
-            pending.append(name)
-        elif hasattr(module, defined_last):  # fully imported
-            hook(module)
-    if pending:
-        sys.meta_path.insert(0, _Finder(pending))
+    after_import(_TRACE_RULES, _apply, defined_last="add")
+    after_import(_REGISTRY, _register_backend, defined_last="register_backend")

@@ -10,11 +10,11 @@ if it already has), before `safetensors.torch` and transformers take the name fr
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import sys
 
 import torch
+
+from .import_hooks import after_import
 
 _MODULE = "safetensors"
 
@@ -56,29 +56,5 @@ def _patch(module) -> None:
         torch_module.safe_open = module.safe_open
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    """Wraps `safe_open` right after `safetensors` finishes importing."""
-
-    def find_spec(self, name, path, target=None):
-        if name != _MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-            _patch(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-
 def install() -> None:
-    module = sys.modules.get(_MODULE)
-    if module is not None:
-        _patch(module)
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    after_import(_MODULE, _patch)
