@@ -26,7 +26,8 @@ def copy_(self, src, non_blocking=False):
             moved = src.to(self.dtype).expand(self.shape)
             arr = transfer.between_devices(device_array(moved).reshape(-1), self.device.index)
         else:
-            host = src.to(self.dtype).expand(self.shape).contiguous()
+            plain = src.dtype == self.dtype and src.shape == self.shape and src.is_contiguous()
+            host = src if plain else src.to(self.dtype).expand(self.shape).contiguous()
             arr = transfer.to_device(transfer.torch_to_numpy(host).reshape(-1), self.device.index)
         copy_into(self, arr)
         return self
@@ -51,10 +52,7 @@ def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_
     if dtype == self.dtype and memory_format in (None, torch.preserve_format) and not pin_memory and self.is_contiguous():
         # A plain move (a module's .to(), every offload hook's): one transfer, no empty-then-copy_
         if target.type == "neuron" and self.device.type == "cpu":
-            out = torch.empty(self.shape, dtype=dtype, device=target)
-            if out.numel():
-                copy_into(out, transfer.to_device(transfer.torch_to_numpy(self).reshape(-1), target.index))
-            return out
+            return copy_(torch.empty(self.shape, dtype=dtype, device=target), self)
         if target.type == "cpu" and self.device.type == "neuron":
             return to_host(self)  # a fresh contiguous host copy
     if memory_format in (None, torch.preserve_format) and _dense(self):
