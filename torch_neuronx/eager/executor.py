@@ -30,6 +30,7 @@ from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageIn
                             TensorLayout, fresh_storage, wrap)
 from ..runtime import config, devices, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax, jnp
+from . import host_draws
 from .specs import OpSpec
 
 _Tensor = torch.Tensor
@@ -153,6 +154,8 @@ def _arg_sig(call: _Call, value, kind, name):
         call.scalars.append(value)
         return type(value)
     if kind == _GENERATOR:
+        if value is not None and value.device.type != "neuron":  # as CUDA words it
+            raise RuntimeError(f"Expected a 'neuron' device type for generator but found '{value.device.type}'")
         call.scalars.append(_Draw(value))
         return _GENERATOR
     if isinstance(value, (list, tuple)):
@@ -219,7 +222,13 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         storage.sync()
     if spec.checks_every_call:
         argument_checks.check(spec.op, args, kwargs)
-    call, buffers, key = _describe(spec, args, kwargs)
+    try:
+        call, buffers, key = _describe(spec, args, kwargs)
+    except DeviceMismatch:
+        gen = host_draws.neuron_generator(spec, args, kwargs)
+        if gen is None:
+            raise
+        return host_draws.run(spec, args, kwargs, gen)  # CPU tensors, a neuron generator's numbers
     entry = executable_cache().get(key)
     if entry is None:
         metrics.cache_miss(spec.name)

@@ -8,7 +8,8 @@ Semantics follow `_scaled_dot_product_attention_math`: scores = q @ k^T * scale 
 a boolean bias masks, True = keep), is_causal keeps the lower-left triangle aligned to the top-left
 corner, rows whose every score is -inf give 0 (PyTorch's `_safe_softmax`), and their logsumexp is
 -inf. Grouped-query attention (fewer key/value heads dividing the query heads) is supported without
-materializing repeated keys. Everything is computed in float32 (for float16/bfloat16 too);
+materializing repeated keys. Everything is computed in float32 (for float16/bfloat16 too, where the
+probabilities are rounded to the input's dtype before they multiply V, as the CPU's flash kernel does);
 logsumexp is float32 of shape (B, H, L) (B = 1 for 3-d inputs). Dropout is not supported: the op
 has no Generator argument to draw the mask from.
 
@@ -104,6 +105,10 @@ def _scaled_dot_product_fused_attention_overrideable(
     p = jnp.exp(s - m)
     denom = jnp.sum(p, axis=-1, keepdims=True)
     lse = (jnp.log(denom) + m)[..., 0].reshape(B, Hq, L)
+    if query.dtype != _F32 and jnp.issubdtype(query.dtype, jnp.floating) and query.dtype.itemsize < 4:
+        # The CPU's (and CUDA's) flash kernels multiply V by the probabilities rounded to the input's
+        # dtype, accumulating in float32: so does this (bfloat16: 5x fewer elements differ from the CPU).
+        p = p.astype(query.dtype).astype(_F32)
     o = _einsum("bkgls,bkse->bkgle", p, v)
     o = o / jnp.where(denom == 0, jnp.ones((), _F32), denom)  # fully masked rows give 0
     o = o.reshape(B, Hq, L, v.shape[-1])

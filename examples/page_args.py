@@ -1,0 +1,57 @@
+"""The command line of the page's examples (eager.py, compiled.py, tensor_parallel_neuron.py).
+
+    --model   a Hub id or a local folder; by default the tiny FLUX.2-klein of flux2_klein.py (real
+              architectures, random weights), built offline and written with save_pretrained once,
+              to a folder under the temporary directory named for the builder's source
+    --prompt, --height, --width, --steps, --seed, --output   (the page's values by default)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import tempfile
+
+PAGE_PROMPT = "a golden retriever surfing a wave, photorealistic"
+
+
+def parse(description: str) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None,
+                    help="a Hub id or a local folder (default: the tiny FLUX.2-klein built offline)")
+    ap.add_argument("--prompt", default=PAGE_PROMPT)
+    ap.add_argument("--height", type=int, default=1024)
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--output", default="output.png")
+    args = ap.parse_args()
+    if args.model is None:
+        args.model = tiny_model_folder()
+    return args
+
+
+def tiny_model_folder(root: str | None = None) -> str:
+    """The tiny FLUX.2-klein, written with save_pretrained the first time it is asked for. The folder
+    is named for the builder's source, so an edited builder writes a new one; it is written beside
+    and renamed into place, so processes that build it at once (torchrun's ranks) each see it whole."""
+    from flux2_klein import __file__ as builder, save_pipeline
+
+    with open(builder, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    root = root or os.path.join(tempfile.gettempdir(), "torch-neuronx-examples")
+    folder = os.path.join(root, f"flux2-klein-tiny-{digest}")
+    if os.path.isdir(folder):
+        return folder
+    os.makedirs(root, exist_ok=True)
+    partial = tempfile.mkdtemp(prefix=".partial-", dir=root)
+    try:
+        save_pipeline(partial)
+        os.rename(partial, folder)
+    except OSError:
+        if not os.path.isdir(folder):  # not another process's folder winning the rename
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return folder

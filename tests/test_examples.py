@@ -1,0 +1,114 @@
+"""The page's three examples (examples/eager.py, compiled.py, tensor_parallel_neuron.py), run as a user
+runs them: `python examples/eager.py ...`, `torchrun --nproc_per_node=2 examples/tensor_parallel_neuron.py
+...`, at 64x64 and 2 steps, each writing its output.png. Each image is compared with the same pipeline
+(the folder the example loaded, bfloat16 as the page loads it) run on the CPU with the same seed.
+
+Metric: the PNG's pixels (0..255) against the CPU's, relative ||neuron - cpu|| / ||cpu||. Bound 2e-2:
+bfloat16's own cost on this tiny random-weight pipeline is ~8e-3 (the CPU's bfloat16 image vs its
+float32 one), and neuron measures ~8e-3 from the CPU's bfloat16 image (eager, compiled and tensor
+parallel alike; see test_pipeline.py for where that comes from).
+
+eager.py runs without --model: it builds the tiny FLUX.2-klein itself (page_args.tiny_model_folder,
+under TMPDIR, which the test points at its own folder), as a user's first run does."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from distributed_harness import free_port
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+from page_args import PAGE_PROMPT, tiny_model_folder  # noqa: E402
+
+SIZE = ["--height", "64", "--width", "64", "--steps", "2", "--seed", "3"]
+REL_TOL = 2e-2
+
+
+@pytest.fixture(scope="module")
+def tmpdir_env(tmp_path_factory):
+    """TMPDIR for the examples and for the test's own tiny_model_folder: the same model folder."""
+    tmp = tmp_path_factory.mktemp("examples")
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONUNBUFFERED="1")
+    env.pop("NEURON_RT_VISIBLE_CORES", None)
+    return tmp, env
+
+
+def run_example(cmd, env, cwd):
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
+def cpu_image(folder) -> np.ndarray:
+    from diffusers import Flux2KleinPipeline
+
+    pipe = Flux2KleinPipeline.from_pretrained(folder, dtype=torch.bfloat16, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    image = pipe(prompt=PAGE_PROMPT, height=64, width=64, num_inference_steps=2,
+                 generator=torch.Generator().manual_seed(3)).images[0]
+    return np.asarray(image, np.float64)
+
+
+def assert_matches_cpu(png, want):
+    from PIL import Image
+
+    got = np.asarray(Image.open(png), np.float64)
+    assert got.shape == want.shape == (64, 64, 3)
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    assert rel <= REL_TOL, f"{png}: relative {rel:.2e}"
+
+
+@pytest.fixture(scope="module")
+def eager_run(tmpdir_env):
+    tmp, env = tmpdir_env
+    out = tmp / "eager"
+    out.mkdir()
+    proc = run_example([sys.executable, str(EXAMPLES / "eager.py"), *SIZE], env, out)
+    return proc, out
+
+
+@pytest.fixture(scope="module")
+def model(tmpdir_env, eager_run):
+    """The folder eager.py built under its TMPDIR (asked for again here: it exists, nothing is built)."""
+    tmp, _ = tmpdir_env
+    root = tmp / "torch-neuronx-examples"
+    folder = tiny_model_folder(str(root))
+    assert [p.name for p in root.iterdir()] == [pathlib.Path(folder).name]  # eager.py's, and no partial one
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    return cpu_image(model)
+
+
+def test_eager_example_builds_the_tiny_model_and_matches_cpu(eager_run, model, reference):
+    proc, out = eager_run
+    assert (pathlib.Path(model) / "model_index.json").is_file()
+    assert "saved output.png" in proc.stdout
+    assert "100%" in proc.stderr  # diffusers' progress bar of the denoising steps is shown
+    assert_matches_cpu(out / "output.png", reference)
+
+
+def test_compiled_example_matches_cpu(tmpdir_env, model, reference):
+    tmp, env = tmpdir_env
+    out = tmp / "compiled"
+    out.mkdir()
+    run_example([sys.executable, str(EXAMPLES / "compiled.py"), "--model", model, *SIZE], env, out)
+    assert_matches_cpu(out / "output.png", reference)
+
+
+def test_tensor_parallel_example_under_torchrun_matches_cpu(tmpdir_env, model, reference):
+    tmp, env = tmpdir_env
+    out = tmp / "tp"
+    out.mkdir()
+    proc = run_example([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+                        str(EXAMPLES / "tensor_parallel_neuron.py"), "--model", model, *SIZE], env, out)
+    assert "tensor parallel over 2 NeuronCores" in proc.stdout
+    assert_matches_cpu(out / "output.png", reference)
