@@ -8,8 +8,8 @@ Semantics follow `_scaled_dot_product_attention_math`: scores = q @ k^T * scale 
 a boolean bias masks, True = keep), is_causal keeps the lower-left triangle aligned to the top-left
 corner, rows whose every score is -inf give 0 (PyTorch's `_safe_softmax`), and their logsumexp is
 -inf. Grouped-query attention (fewer key/value heads dividing the query heads) is supported without
-materializing repeated keys. Everything is computed in float32 (for float16/bfloat16 too, where the
-probabilities are rounded to the input's dtype before they multiply V, as the CPU's flash kernel does);
+materializing repeated keys. Everything is computed in float32 (for float16/bfloat16 too, with the
+probabilities rounded to the input's dtype before they multiply V where the CPU's flash kernel does);
 logsumexp is float32 of shape (B, H, L) (B = 1 for 3-d inputs). Dropout is not supported: the op
 has no Generator argument to draw the mask from.
 
@@ -91,6 +91,16 @@ def _sum_to(x, shape):
     return x.reshape(shape)
 
 
+def _cpu_flash_rounds(query, value) -> bool:
+    """Whether the CPU rounds the probabilities to the input's dtype before they multiply V: its flash
+    kernel does for float16/bfloat16 (as CUDA's does), accumulating in float32; it takes that kernel for
+    4-d inputs whose value head size is the query's, and the math path (float32 throughout, one
+    rounding at the end) otherwise. Following its choice makes bfloat16 attention match the CPU's
+    bit for bit on most elements instead of differing on a third of them."""
+    reduced = jnp.issubdtype(query.dtype, jnp.floating) and query.dtype.itemsize < 4
+    return reduced and query.ndim == 4 and query.shape[-1] == value.shape[-1]
+
+
 # _scaled_dot_product_fused_attention_overrideable(Tensor query, Tensor key, Tensor value, Tensor? attn_bias=None, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)
 @lower(aten._scaled_dot_product_fused_attention_overrideable.default)
 def _scaled_dot_product_fused_attention_overrideable(
@@ -105,9 +115,7 @@ def _scaled_dot_product_fused_attention_overrideable(
     p = jnp.exp(s - m)
     denom = jnp.sum(p, axis=-1, keepdims=True)
     lse = (jnp.log(denom) + m)[..., 0].reshape(B, Hq, L)
-    if query.dtype != _F32 and jnp.issubdtype(query.dtype, jnp.floating) and query.dtype.itemsize < 4:
-        # The CPU's (and CUDA's) flash kernels multiply V by the probabilities rounded to the input's
-        # dtype, accumulating in float32: so does this (bfloat16: 5x fewer elements differ from the CPU).
+    if _cpu_flash_rounds(query, value):
         p = p.astype(query.dtype).astype(_F32)
     o = _einsum("bkgls,bkse->bkgle", p, v)
     o = o / jnp.where(denom == 0, jnp.ones((), _F32), denom)  # fully masked rows give 0
