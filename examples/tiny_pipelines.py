@@ -217,11 +217,15 @@ def load_sdxl(path: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """StableDiffusionXLPipeline.from_pretrained of a local folder written by save_sdxl."""
     from diffusers import StableDiffusionXLPipeline
 
-    return _finish(StableDiffusionXLPipeline.from_pretrained(path, dtype=dtype, local_files_only=True), torch.float32)
+    pipe = StableDiffusionXLPipeline.from_pretrained(path, dtype=dtype, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
 
 
 def load_pixart(path: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """PixArtAlphaPipeline.from_pretrained of a local folder written by save_pixart."""
     from diffusers import PixArtAlphaPipeline
 
-    return _finish(PixArtAlphaPipeline.from_pretrained(path, dtype=dtype, local_files_only=True), torch.float32)
+    pipe = PixArtAlphaPipeline.from_pretrained(path, dtype=dtype, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
