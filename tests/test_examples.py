@@ -112,3 +112,19 @@ def test_tensor_parallel_example_under_torchrun_matches_cpu(tmpdir_env, model, r
                         str(EXAMPLES / "tensor_parallel_neuron.py"), "--model", model, *SIZE], env, out)
     assert "tensor parallel over 2 NeuronCores" in proc.stdout
     assert_matches_cpu(out / "output.png", reference)
+
+
+def test_the_demo_reports_each_mode_and_matches_cpu(tmpdir_env):
+    """The README's first command's script, small: it checks neuron against the CPU itself (exit 1 on a
+    mismatch or a fallback) and ends with its report."""
+    tmp, env = tmpdir_env
+    png = tmp / "demo.png"
+    proc = run_example([sys.executable, str(EXAMPLES / "demo.py"), "--height", "64", "--width", "64",
+                        "--steps", "2", "--output", str(png)], env, tmp)
+    out = proc.stdout
+    assert "RESULT: neuron matches the CPU (relative tolerance 0.03 in bfloat16)" in out
+    report = out[out.index("report: 64x64, 2 steps, bfloat16"):]
+    for mode in ("cpu", "eager", "compiled"):
+        assert f"\n  {mode} " in report
+    assert "fallback ops: none" in report and png.is_file()
+    assert "eager, first call: 100%" in proc.stderr  # the denoising steps' progress bar
