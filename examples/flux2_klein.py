@@ -130,6 +130,11 @@ def build_pipeline(dtype: torch.dtype = torch.float32, seed: int = 0):
         scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, transformer=transformer,
         is_distilled=True,  # as FLUX.2-klein-4B: step-distilled, no classifier-free guidance
     )
+    return finish(pipe, dtype)
+
+
+def finish(pipe, dtype: torch.dtype):
+    """A built pipeline as the builders return it: quiet (no progress bar), in `dtype`."""
     pipe.set_progress_bar_config(disable=True)
     if dtype != torch.float32:
         pipe.to(dtype=dtype)
@@ -142,10 +147,15 @@ def save_pipeline(path: str | os.PathLike, dtype: torch.dtype = torch.float32, s
     return str(path)
 
 
+def load_pretrained(pipeline_class, path: str | os.PathLike, dtype: torch.dtype = torch.float32):
+    """`pipeline_class.from_pretrained` of a local folder (never the Hub), without a progress bar."""
+    pipe = pipeline_class.from_pretrained(path, dtype=dtype, local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
 def load_pipeline(path: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """Flux2KleinPipeline.from_pretrained of a local folder written by save_pipeline."""
     from diffusers import Flux2KleinPipeline
 
-    pipe = Flux2KleinPipeline.from_pretrained(path, dtype=dtype, local_files_only=True)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return load_pretrained(Flux2KleinPipeline, path, dtype)

@@ -33,6 +33,8 @@ import os
 
 import torch
 
+from flux2_klein import finish, load_pretrained
+
 # The few sentences the tokenizers' vocabularies are learned from.
 CORPUS = [
     "a golden retriever surfing a wave, photorealistic",
@@ -152,7 +154,7 @@ def build_sdxl(dtype: torch.dtype = torch.float32, seed: int = 0):
         vae=vae, text_encoder=text_encoder, text_encoder_2=text_encoder_2, tokenizer=tokenizer,
         tokenizer_2=tokenizer_2, unet=unet, scheduler=scheduler,
     )
-    return _finish(pipe, dtype)
+    return finish(pipe, dtype)
 
 
 def build_pixart(dtype: torch.dtype = torch.float32, seed: int = 0):
@@ -191,14 +193,7 @@ def build_pixart(dtype: torch.dtype = torch.float32, seed: int = 0):
     pipe = PixArtAlphaPipeline(
         tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, transformer=transformer, scheduler=scheduler,
     )
-    return _finish(pipe, dtype)
-
-
-def _finish(pipe, dtype):
-    pipe.set_progress_bar_config(disable=True)
-    if dtype != torch.float32:
-        pipe.to(dtype=dtype)
-    return pipe
+    return finish(pipe, dtype)
 
 
 def save_sdxl(path: str | os.PathLike, dtype: torch.dtype = torch.float32, seed: int = 0) -> str:
@@ -217,15 +212,11 @@ def load_sdxl(path: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """StableDiffusionXLPipeline.from_pretrained of a local folder written by save_sdxl."""
     from diffusers import StableDiffusionXLPipeline
 
-    pipe = StableDiffusionXLPipeline.from_pretrained(path, dtype=dtype, local_files_only=True)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return load_pretrained(StableDiffusionXLPipeline, path, dtype)
 
 
 def load_pixart(path: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """PixArtAlphaPipeline.from_pretrained of a local folder written by save_pixart."""
     from diffusers import PixArtAlphaPipeline
 
-    pipe = PixArtAlphaPipeline.from_pretrained(path, dtype=dtype, local_files_only=True)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return load_pretrained(PixArtAlphaPipeline, path, dtype)
