@@ -35,7 +35,8 @@ calls (`metrics.cache_stats()`: should be 0). Every image is compared with the C
 Frobenius error; bfloat16 computes in bfloat16 on both sides, so it differs more).
 
 Each process runs alone, one after another; on a shared machine the figures are noisy: compare the
-ratios of one run. `--quick`: 64x64, 2 steps, float32, 1 repeat, no Inductor row.
+ratios of one run (and the two CPU rows). `--quick`: 64x64, 2 steps, float32, 1 repeat, no Inductor row
+(~3 min); the defaults take 8-11 min on 2 cores.
 """
 from __future__ import annotations
 
