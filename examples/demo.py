@@ -124,7 +124,8 @@ def main() -> int:
     from torch_neuronx import cache
 
     log(f"neuron: {torch.neuron.device_count()} devices ({torch.neuron.get_device_name(0)}); "
-        f"disk cache: {cache.directory() if cache.disk_enabled() else 'off'}")
+        f"disk cache: {cache.directory() if cache.disk_enabled() else 'off'}; "
+        f"OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (torch default)')}")
     log("[build] a tiny Flux2KleinPipeline, real architectures, random weights (seeded) ...")
     built, secs = timed(build_pipeline)
     for name in ("transformer", "vae", "text_encoder"):
