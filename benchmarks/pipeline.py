@@ -28,7 +28,7 @@ what a user of a new process waits for the first image. Rows:
                      the text encoder and the VAE run eagerly)
 
 The neuron rows run under torch's default threading and again under OMP_WAIT_POLICY=PASSIVE (the
-demo's setting). `compiled` and `loaded` count the executables of the first call: compiled (eager
+test suite's setting). `compiled` and `loaded` count the executables of the first call: compiled (eager
 ops + graphs, `metrics.compile_stats()` and `get_dynamo_metrics()`) and loaded from the disk cache
 (`metrics.executable_cache_stats()`); `warm misses` are executable cache misses during the warm
 calls (`metrics.cache_stats()`: should be 0). Every image is compared with the CPU row's (relative
