@@ -60,6 +60,21 @@ def pytest_configure(config):
     )
 
 
+# The files that take longest (measured with --durations on 2 cores: each 50-110 s, most of it one
+# launch of several processes or a pipeline's first compiles), run first: pytest-xdist's loadfile hands
+# files out in collection order, and one of these started last leaves the other worker idle at the end.
+LONG_FILES = (
+    "test_tensor_parallel.py", "test_compile.py", "test_cache.py", "test_pipelines_sdxl_pixart.py",
+    "test_examples.py", "test_process_group.py", "test_dtensor.py", "test_compile_distributed.py",
+    "test_lowerings_resample.py", "test_distributed.py", "test_pipeline.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: file order kept otherwise
+
+
 _tally = {"device": 0, "device_no_fallback": 0, "opted_out": 0}
 
 
