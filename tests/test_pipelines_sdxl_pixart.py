@@ -14,11 +14,11 @@ the CPU, same CPU generator seed: ||diff|| / ||cpu|| <= 1e-5 and max |diff| <= 1
 
 No op may fall back to the CPU. bfloat16 (eager, PixArt only: SDXL's figures below were measured with the
 same test, which the suite's time leaves out): neuron and the CPU each round differently (the ops
-themselves agree bit for bit in bfloat16 but for attention, where neuron is the closer to float64), and
+themselves agree bit for bit in bfloat16, attention on most elements), and
 two steps of guided denoising spread that, so the check is against the float32 CPU image: neuron's
-bfloat16 error may not exceed 1.5x the CPU's own (measured, relative: SDXL 8.2e-3 vs the CPU's 9.1e-3,
+bfloat16 error may not exceed 1.5x the CPU's own (measured, relative: SDXL 7.8e-3 vs the CPU's 9.1e-3,
 PixArt 6.0e-3 vs 6.2e-3), and the two bfloat16 images agree to 3e-2 relative and 1e-1 max |diff|
-(measured: SDXL 1.1e-2 and 4.3e-2, PixArt 5.1e-3 and 1.2e-2).
+(measured: SDXL 1.0e-2 and 3.1e-2, PixArt 4.3e-3 and 1.2e-2).
 
 The file takes about 50 s on an otherwise idle 2-core machine (most of it compiling eager ops for the
 first time), the bfloat16 check about 10 s of it."""
