@@ -33,18 +33,11 @@ import os
 
 import torch
 
-from flux2_klein import finish, load_pretrained
+from flux2_klein import CORPUS as FLUX2_CORPUS, finish, load_pretrained
 
-# The few sentences the tokenizers' vocabularies are learned from.
-CORPUS = [
-    "a golden retriever surfing a wave, photorealistic",
-    "a cat holding a sign that says hello world",
-    "an astronaut riding a horse on the moon, digital art",
-    "a watercolor painting of a lighthouse at sunset",
-    "a bowl of ramen on a wooden table, studio lighting",
-    "the quick brown fox jumps over the lazy dog",
-    "a small cactus wearing a straw hat and neon sunglasses in the sahara desert",
-]
+# The few sentences the tokenizers' vocabularies are learned from: the FLUX.2 tokenizer's prompts (not
+# its chat markers) and one more.
+CORPUS = [*FLUX2_CORPUS[:6], "a small cactus wearing a straw hat and neon sunglasses in the sahara desert"]
 
 CLIP_MERGES = 200
 CLIP_MAX_LENGTH = 77
