@@ -28,10 +28,9 @@ what a user of a new process waits for the first image. Rows:
                      the text encoder and the VAE run eagerly)
 
 The neuron rows run under torch's default threading and again under OMP_WAIT_POLICY=PASSIVE (the
-test suite's setting). `compiled` and `loaded` count the executables of the first call: compiled (eager
-ops + graphs, `metrics.compile_stats()` and `get_dynamo_metrics()`) and loaded from the disk cache
-(`metrics.executable_cache_stats()`); `warm misses` are executable cache misses during the warm
-calls (`metrics.cache_stats()`: should be 0). Every image is compared with the CPU row's (relative
+test suite's setting). `compiled` and `loaded` count the executables of the first call, eager ops +
+graphs, compiled and loaded from the disk cache (`metrics.executable_counts()`); `warm misses` are
+executable cache misses during the warm calls (`metrics.cache_stats()`: should be 0). Every image is compared with the CPU row's (relative
 Frobenius error; bfloat16 computes in bfloat16 on both sides, so it differs more).
 
 Each process runs alone, one after another; on a shared machine the figures are noisy: compare the
@@ -55,7 +54,6 @@ import tempfile  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples")
-PROMPT = "a golden retriever surfing a wave, photorealistic"
 REL_TOL = {"float32": 1e-5, "bfloat16": 3e-2}  # examples/demo.py's
 CACHE_VARS = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE", "JAX_COMPILATION_CACHE_DIR")
 
@@ -78,6 +76,7 @@ def child(args) -> int:
 
     sys.path.insert(0, EXAMPLES)
     from flux2_klein import load_pipeline, save_pipeline
+    from page_args import PAGE_PROMPT
 
     _quiet()
     dtype = getattr(torch, args.dtype)
@@ -102,7 +101,7 @@ def child(args) -> int:
 
     def call():
         return pipe(
-            prompt=PROMPT, height=args.height, width=args.width, num_inference_steps=args.steps,
+            prompt=PAGE_PROMPT, height=args.height, width=args.width, num_inference_steps=args.steps,
             generator=torch.Generator().manual_seed(0), output_type="np",
         ).images
 
@@ -112,15 +111,12 @@ def child(args) -> int:
     out = {"import_s": imported - _START, "load_s": loaded - imported, "first_s": end - start, "process_s": end - _START,
            "threads": torch.get_num_threads()}
     if device == "neuron":
-        dyn = torch.neuron.get_dynamo_metrics()
-        disk = metrics.executable_cache_stats()
+        counts = metrics.executable_counts()
         out.update({
-            "ops_compiled": sum(n for n, _ in metrics.compile_stats().values()),
-            "graphs_compiled": dyn["graphs_compiled"],
-            "compile_s": sum(s for _, s in metrics.compile_stats().values()) + dyn["compile_time_s"],
-            "op_loads": disk["op_disk_hits"], "graph_loads": disk["graph_disk_hits"],
-            "disk_load_s": disk["disk_load_s"], "disk_writes": disk["disk_writes"],
-            "fallbacks": torch_neuronx.get_fallback_ops(),
+            "ops_compiled": counts["ops_compiled"], "graphs_compiled": counts["graphs_compiled"],
+            "compile_s": counts["ops_compile_s"] + counts["graphs_compile_s"],
+            "op_loads": counts["ops_loaded"], "graph_loads": counts["graphs_loaded"],
+            "disk_load_s": counts["load_s"], "fallbacks": torch_neuronx.get_fallback_ops(),
         })
         misses = metrics.cache_stats()["misses"]
     times = []

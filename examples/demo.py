@@ -46,8 +46,8 @@ from torch_neuronx import metrics
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flux2_klein import build_pipeline, load_pipeline  # noqa: E402
+from page_args import PAGE_PROMPT  # noqa: E402
 
-PROMPT = "a golden retriever surfing a wave, photorealistic"
 # Largest relative difference ||neuron - cpu|| / ||cpu|| allowed on the image, per dtype. bfloat16:
 # both sides round each op to bfloat16 (the transformer is bit-exact), but the random-weight VAE
 # amplifies one-step differences of its convolutions; measured ~8e-3, what bfloat16 itself costs the
@@ -75,26 +75,13 @@ def plural(n: int, what: str) -> str:
 
 
 class Counts:
-    """What the executable cache did between two points: executables compiled (and their seconds),
-    loaded from disk, graphs compiled and loaded."""
+    """What became an executable between two points (`metrics.executable_counts`)."""
 
     def __init__(self):
-        self.start = self._now()
-
-    @staticmethod
-    def _now():
-        compiles = metrics.compile_stats()
-        disk = metrics.executable_cache_stats()
-        dyn = metrics.get_dynamo_metrics()
-        return {
-            "ops": sum(n for n, _ in compiles.values()), "op_s": sum(s for _, s in compiles.values()),
-            "op_loads": disk["op_disk_hits"], "graphs": dyn["graphs_compiled"],
-            "graph_s": dyn["compile_time_s"], "graph_loads": sum(dyn["loaded_from_disk"].values()),
-            "graph_lower_s": sum(g["lower_s"] for g in dyn["graphs"]),
-        }
+        self.start = metrics.executable_counts()
 
     def since(self) -> dict:
-        now = self._now()
+        now = metrics.executable_counts()
         return {k: now[k] - self.start[k] for k in now}
 
 
@@ -144,7 +131,7 @@ def main() -> int:
         log(f"[load] save_pretrained to {folder}, Flux2KleinPipeline.from_pretrained(folder, "
             f"dtype=torch.{args.dtype}) twice (one for the CPU, one for neuron): {secs:.1f} s")
 
-    def run(p, label, prompt=PROMPT):
+    def run(p, label, prompt=PAGE_PROMPT):
         # the page's call, plus the seed and float output for the comparison
         p.set_progress_bar_config(desc=f"  {label}", leave=True)
         return p(
@@ -167,11 +154,11 @@ def main() -> int:
     counts = Counts()
     got, first = timed(lambda: run(pipe, "eager, first call"))
     c = counts.since()
-    log(f"  first call {first:.2f} s: {c['ops']} op executables compiled ({c['op_s']:.2f} s of it), "
-        f"{c['op_loads']} loaded from the disk cache")
+    log(f"  first call {first:.2f} s: {c['ops_compiled']} op executables compiled ({c['ops_compile_s']:.2f} s of it), "
+        f"{c['ops_loaded']} loaded from the disk cache")
     counts = Counts()
     got, warm = timed(lambda: run(pipe, "eager, warm call"))
-    log(f"  warm call {warm:.2f} s ({counts.since()['ops']} compiled)")
+    log(f"  warm call {warm:.2f} s ({counts.since()['ops_compiled']} compiled)")
     modes["eager"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want)}
 
     log('\n[compiled] pipe.transformer.compile(backend="neuron", fullgraph=True, dynamic=False)')
@@ -181,13 +168,13 @@ def main() -> int:
     counts = Counts()
     _, first = timed(lambda: run(pipe, "compiled, warmup call", "warmup"))
     c = counts.since()
-    how = (f"compiled in {c['graph_s']:.2f} s (lowering {c['graph_lower_s']:.2f} s, XLA "
-           f"{c['graph_s'] - c['graph_lower_s']:.2f} s)" if c["graphs"] else "loaded from the disk cache")
+    how = (f"compiled in {c['graphs_compile_s']:.2f} s (lowering {c['graphs_lower_s']:.2f} s, XLA "
+           f"{c['graphs_compile_s'] - c['graphs_lower_s']:.2f} s)" if c["graphs_compiled"] else "loaded from the disk cache")
     log(f"  warmup call {first:.2f} s: the transformer's graph {how}; the rest is Dynamo and AOTAutograd "
         f"tracing it and the run")
     counts = Counts()
     got, warm = timed(lambda: run(pipe, "compiled, warm call"))
-    log(f"  warm call {warm:.2f} s (graphs compiled: {counts.since()['graphs']}; recompiles: "
+    log(f"  warm call {warm:.2f} s (graphs compiled: {counts.since()['graphs_compiled']}; recompiles: "
         f"{torch.neuron.get_dynamo_metrics()['recompiles'] or 'none'})")
     modes["compiled"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want)}
 
@@ -204,8 +191,8 @@ def main() -> int:
         cells = "-", "-", "", ""
         if "counts" in r:
             c = r["counts"]
-            compiled = plural(c["ops"], "op") + (", " + plural(c["graphs"], "graph") if mode == "compiled" else "")
-            loaded = plural(c["op_loads"], "op") + (", " + plural(c["graph_loads"], "graph") if mode == "compiled" else "")
+            compiled = plural(c["ops_compiled"], "op") + (", " + plural(c["graphs_compiled"], "graph") if mode == "compiled" else "")
+            loaded = plural(c["ops_loaded"], "op") + (", " + plural(c["graphs_loaded"], "graph") if mode == "compiled" else "")
             cells = compiled, loaded, f"{r['diff'][0]:.2e}", f"{r['diff'][1]:.2e}"
         log(f"  {mode:9s} {r['first']:9.2f}s {r['warm']:9.2f}s  {cells[0]:24s} {cells[1]:16s} "
             f"{cells[2]:>10s} {cells[3]:>9s}")

@@ -212,6 +212,20 @@ def get_dynamo_metrics() -> dict:
     }
 
 
+def executable_counts() -> dict:
+    """What became an executable since the counters were last cleared: eager ops and graphs compiled
+    (with their seconds; a graph's split into lowering and XLA) and loaded from the disk cache (with the
+    load seconds). Op counts clear with `clear_op_tracking()`, graph compiles with `reset_dynamo_metrics()`."""
+    compiles = compile_stats().values()
+    return {
+        "ops_compiled": sum(n for n, _ in compiles), "ops_compile_s": sum(s for _, s in compiles),
+        "graphs_compiled": len(_graphs), "graphs_compile_s": sum(g["compile_s"] for g in _graphs),
+        "graphs_lower_s": sum(g["lower_s"] for g in _graphs),
+        "ops_loaded": _disk["op_disk_hits"], "graphs_loaded": _disk["graph_disk_hits"],
+        "load_s": _disk["disk_load_s"],
+    }
+
+
 def reset_dynamo_metrics() -> None:
     _graphs.clear()
     _graph_runs.clear()

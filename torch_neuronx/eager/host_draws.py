@@ -11,6 +11,7 @@ CPU tensor; diffusers' neuron path would then reject every user's neuron generat
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
 from .specs import OpSpec
 
@@ -22,25 +23,13 @@ def neuron_generator(spec: OpSpec, args: tuple, kwargs: dict):
     gen = spec.arg_value(args, kwargs, spec.generator[1])
     if not isinstance(gen, torch.Generator) or gen.device.type != "neuron":
         return None
-    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-    tensors += [t for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple)) for t in a
-                if isinstance(t, torch.Tensor)]
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     return gen if tensors and all(t.device.type == "cpu" for t in tensors) else None
 
 
 def run(spec: OpSpec, args: tuple, kwargs: dict, gen: torch.Generator):
     """Run the op on the generator's device and bring what it wrote and returned back to the CPU."""
-    device = gen.device
-
-    def move(a):
-        if isinstance(a, torch.Tensor):
-            return a.to(device)
-        if isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in a):
-            return type(a)(move(t) for t in a)
-        return a
-
-    moved_args = tuple(move(a) for a in args)
-    moved_kwargs = {k: move(v) for k, v in kwargs.items()}
+    moved_args, moved_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(gen.device), (args, kwargs))
     out = spec.op(*moved_args, **moved_kwargs)
     for name in spec.written:  # in-place self, out=: the CPU tensor gets the drawn values
         original = spec.arg_value(args, kwargs, name)
