@@ -267,3 +267,12 @@ def pytest_pyfunc_call(pyfuncitem):
         pytest.skip(f"no check_lowering call applies in {mode} mode: " +
                     "; ".join(sorted({f"{op}: {reason}" for op, reason in state.skipped})))
     return result
+
+
+@pytest.fixture
+def no_fusion():
+    """Every eager op its own launch: for tests of per-op compiles, launches and profiles."""
+    from torch_neuronx.eager import fusion
+
+    with fusion.disabled():
+        yield

@@ -5,7 +5,7 @@ import torch_neuronx
 from torch_neuronx import metrics
 
 
-def test_counts_compiles_hits_and_report(memory_only_cache):
+def test_counts_compiles_hits_and_report(memory_only_cache, no_fusion):
     x = torch.randn(5, 13, 3).to("neuron")  # a shape no other test uses: the first call compiles
     metrics.clear_op_tracking()
     for _ in range(4):

@@ -14,6 +14,9 @@ from torch_neuronx.compile import graph
 from torch_neuronx.eager import executor
 from torch_neuronx.runtime import profiling
 
+# per-op launches, compiles and disk loads: each op its own launch (a profile turns fusion off too)
+pytestmark = pytest.mark.usefixtures("no_fusion")
+
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 # Device records use the system clock, CPU events torch's approximate clock converted to it
 SKEW_US = 500

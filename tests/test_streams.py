@@ -106,7 +106,7 @@ def test_stream_synchronize_waits_for_its_work(heavy):
     _, _, run = heavy
     s = torch.neuron.Stream()
     with torch.neuron.stream(s):
-        run()
+        y = run()  # held: a result nobody holds is never computed when fused
         e = torch.neuron.Event()
         e.record()
     assert not s.query(), "the heavy work finished before it could be observed"

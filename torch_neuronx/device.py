@@ -246,7 +246,7 @@ def empty_cache() -> None:
     nothing when nothing died."""
     from .runtime import storage
 
-    storage.sync()
+    storage.apply_events()
 
 
 def mem_get_info(device=None) -> tuple[int, int]:

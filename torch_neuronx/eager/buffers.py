@@ -27,6 +27,7 @@ def device_flat(t: torch.Tensor):
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
             return buf
     c = executor.run(spec_for(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
+    storage.sync()  # the clone may be queued (eager fusion)
     buf = storage.BUFFERS.get(storage.storage_key(c))
     if buf is None:  # nothing was ever written: zeros
         return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))

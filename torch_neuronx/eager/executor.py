@@ -10,7 +10,10 @@ writes (in-place and out= ops, whose old buffers are donated). So reading a view
 through one happen inside the op's executable (`ops.protocol`).
 
 On a cache miss the op runs once on meta tensors of the same layout: that gives PyTorch's own
-shape checks and error messages, its result dtypes and its output strides.
+shape checks and error messages, its result dtypes and its output strides; then its program is
+traced to a jaxpr. With eager fusion on (`fusion`), a traced op without value checks is queued, not
+compiled: its jaxpr is replayed inside its run's executable. Otherwise its executable is compiled
+from the jaxpr (and stored on disk).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageIn
                             TensorLayout, fresh_storage, wrap)
 from ..runtime import config, devices, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax, jnp
-from . import host_draws
+from . import fusion, host_draws
 from .specs import OpSpec
 
 _Tensor = torch.Tensor
@@ -40,6 +43,7 @@ _storage_key = storage.storage_key
 _empty_strided = torch.empty_strided
 _new_tuple = tuple.__new__
 _pending_events = storage.pending_events
+_fusion_on = fusion.enabled
 _executed = metrics.executed_counts()
 _profiler_on = profiling.active
 _STATIC, _SCALAR, _GENERATOR, _TENSOR = ArgKind.STATIC, ArgKind.SCALAR, ArgKind.GENERATOR, ArgKind.TENSOR
@@ -53,12 +57,13 @@ class DeviceMismatch(RuntimeError):
 
 
 class Entry:
-    """One compiled signature: the executable and how its outputs become the call's results (what
-    the disk cache keeps beside the executable: `meta`)."""
+    """One signature: its executable and how its outputs become the call's results (what the disk
+    cache keeps beside the executable: `meta`), and its traced jaxpr where it was traced in this
+    process (what a fused run replays). `fn` is None until the op first runs on its own."""
 
-    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "checks", "key")
+    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "checks", "key", "jaxpr", "out_avals", "fusable")
 
-    def __init__(self, fn, fresh, returns, write_slots, checks, device, key):
+    def __init__(self, fn, fresh, returns, write_slots, checks, device, key, jaxpr=None):
         self.fn = fn
         self.fresh = fresh  # (sizes, strides, dtype) of each fresh output
         self.returns = returns  # a `Return` per schema return
@@ -66,6 +71,13 @@ class Entry:
         self.checks = checks  # (error type, message) of each value check the program computes
         self.device = device
         self.key = key  # the value key
+        self.set_jaxpr(jaxpr)
+
+    def set_jaxpr(self, jaxpr) -> None:
+        self.jaxpr = jaxpr
+        # each output buffer's (shape, dtype): what a queued op's Pending buffers say
+        self.out_avals = None if jaxpr is None else [(tuple(a.shape), a.dtype) for a in jaxpr.out_avals]
+        self.fusable = jaxpr is not None and not self.checks  # a value check waits for its own launch
 
     def meta(self) -> tuple:
         return (self.fresh, self.returns, self.write_slots, self.checks)
@@ -73,7 +85,8 @@ class Entry:
 
 def clear_cache() -> None:
     """Forget this process's eager executables (the disk cache keeps its entries)."""
-    clear_memory(keep=lambda key: key[0] is not _PROCESS)
+    fusion.flush("cache cleared")
+    clear_memory(keep=lambda key: key[0] is not _PROCESS and key[0] is not fusion.RUN)
 
 
 def value_key(key: tuple) -> tuple:
@@ -219,7 +232,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     if devices.forked_after_start:  # a cached entry reaches the device without asking `devices`
         raise devices.bad_fork_error()
     if _pending_events() or storage.applying:
-        storage.sync()
+        storage.apply_events()
     if spec.checks_every_call:
         argument_checks.check(spec.op, args, kwargs)
     try:
@@ -236,6 +249,18 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         if entry is None:  # out= tensors were resized: describe the call again
             return run(spec, args, kwargs)
     _executed[spec.name] += 1
+    if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
+        if not entry.fusable and entry.jaxpr is None and not entry.checks:  # compiled before fusion was on
+            if not _trace_into(spec, args, kwargs, call, buffers, entry):
+                return run(spec, args, kwargs)
+        if entry.fusable:
+            return _enqueue(spec, args, kwargs, call, buffers, entry)
+    if storage.queued is not None:  # an op on its own: what is queued runs first
+        storage.queued(f"unfused op {spec.name}")
+        get = _BUFFERS.get
+        buffers = [get(k) if k else None for k in call.keys]
+    if entry.fn is None:
+        entry.fn = _compile_entry(spec, entry, call, buffers)
     inputs = [b for b in buffers if b is not None]
     device = call.device
     for s in call.scalars:
@@ -264,6 +289,38 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         return _finish(spec, args, kwargs, call, entry, outs)
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
+
+
+def _enqueue(spec, args, kwargs, call, buffers, entry):
+    """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
+    device = call.device
+    scalars, probes = [], []
+    for s in call.scalars:
+        if type(s) is _Draw:
+            scalars.append(rng.draw(s.gen, device))
+            probes.append(rng.PROBE_WORDS)
+        else:
+            arr = _scalar_arrays.get((device, type(s), s))
+            scalars.append(_scalar_array(s, device) if arr is None else arr)
+            probes.append(s)
+    fresh = []
+    try:
+        for sizes, strides, dtype in entry.fresh:
+            fresh.append(_empty_strided(sizes, strides, dtype=dtype, device=entry.device))
+    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
+        raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
+    fusion.enqueue(spec, call, buffers, entry, scalars, probes, [_storage_key(t) for t in fresh])
+    results = []
+    for kind, what in entry.returns:
+        if kind == _FRESH:
+            results.append([fresh[i] for i in what] if type(what) is list else fresh[what])
+        elif kind == _ARGUMENT:
+            results.append(spec.arg_value(args, kwargs, what))
+        else:
+            results.append(what)
+    if spec.single_return:
+        return results[0]
+    return tuple(results)
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a
@@ -516,56 +573,100 @@ class _OpProgram:
 
 
 def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
-    """The entry of a signature this process does not hold: from the disk cache (no meta call, no
-    trace, no XLA: what was learned compiling it came with it), else compiled and stored there."""
+    """The entry of a signature this process does not hold. Queued under fusion: traced (meta call
+    and jaxpr), no XLA. Otherwise from the disk cache (no meta call, no trace, no XLA: what was
+    learned compiling it came with it), else traced, compiled and stored there. None: out= tensors
+    were resized (describe the call again)."""
     cache = executable_cache()
     device = torch.device("neuron", call.device)
-    found = cache.load("op", spec.name, key)
-    if found is not None:
-        fresh, returns, write_slots, value_checks = found.meta
-        entry = Entry(found.executable, fresh, returns, write_slots, value_checks, device, value_key(key))
-        nbytes = found.nbytes
-    else:
-        with profiling.range(f"neuron::compile_op {spec.name}"):
-            entry = _compile(spec, args, kwargs, call, buffers, key, device)
-        if entry is None:
+    fuse = _fusion_on() and not _profiler_on()
+    if not fuse:
+        found = cache.load("op", spec.name, key)
+        if found is not None:
+            fresh, returns, write_slots, value_checks = found.meta
+            entry = Entry(found.executable, fresh, returns, write_slots, value_checks, device, value_key(key))
+            cache.put(key, entry, found.nbytes)
+            return entry
+    start = time.perf_counter()
+    with profiling.range(f"neuron::compile_op {spec.name}"):
+        traced = _trace(spec, args, kwargs, call, buffers)
+        if traced is None:
             return None
-        nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)
+        plan, value_checks, jaxpr = traced
+        entry = Entry(None, plan.fresh, plan.returns, plan.write_slots, value_checks, device, value_key(key), jaxpr)
+        nbytes = 0
+        if not (fuse and entry.fusable):  # it runs on its own: its executable now
+            found = cache.load("op", spec.name, key) if fuse else None
+            if found is not None:
+                entry.fn, nbytes = found.executable, found.nbytes
+            else:
+                entry.fn = _compile_entry(spec, entry, call, buffers)
+                metrics.compiled(spec.name, time.perf_counter() - start)
+                nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)
     cache.put(key, entry, nbytes)
     return entry
 
 
-def _compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key, device):
+def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers):
+    """(output plan, value checks, closed jaxpr) of the call's program, or None when out= tensors
+    were resized."""
     margs, mkwargs, mout = _meta_call(spec, args, kwargs)
     if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs):
         return None
     plan = _OutputPlan(spec, args, kwargs, call, margs, mkwargs, mout)
     program = _OpProgram(spec, args, kwargs, call, buffers, plan)
-    start = time.perf_counter()
-    fn = _compile_program(spec, program, call, buffers, plan)
-    metrics.compiled(spec.name, time.perf_counter() - start)
-    return Entry(fn, plan.fresh, plan.returns, plan.write_slots, program.checks, device, value_key(key))
+    try:
+        with devices.on_device(call.device):
+            jaxpr = jax.make_jaxpr(program)(*_input_avals(call, buffers))
+    except UnsupportedDtype as e:
+        raise _lowering_error(spec, call, e) from None
+    except Exception as e:  # a lowering failure: say which op and which inputs
+        raise _lowering_error(spec, call, e) from e
+    return plan, program.checks, jaxpr
 
 
-def _compile_program(spec, program, call, buffers, plan):
-    """XLA's executable of `program`, compiled now on this call's inputs so errors name the op."""
+def _trace_into(spec: OpSpec, args, kwargs, call: _Call, buffers, entry: Entry) -> bool:
+    """Give an entry compiled without one (loaded from disk, or before fusion was on) its jaxpr;
+    False when out= tensors were resized."""
+    traced = _trace(spec, args, kwargs, call, buffers)
+    if traced is None:
+        return False
+    entry.set_jaxpr(traced[2])
+    return True
+
+
+def _input_avals(call: _Call, buffers) -> list:
+    """What the program's inputs look like to a trace: each present buffer, then the scalars."""
+    avals = [jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers if b is not None]
+    avals += [rng.PROBE_WORDS if type(s) is _Draw else s for s in call.scalars]
+    return avals
+
+
+def _compile_entry(spec: OpSpec, entry: Entry, call: _Call, buffers):
+    """XLA's executable of the entry's jaxpr, compiled now so errors name the op; the storages it
+    writes are donated."""
+    from jax.extend.core import jaxpr_as_fun
+
     slot_input = {}
     for slot, b in enumerate(buffers):
         if b is not None:
             slot_input[slot] = len(slot_input)
-    donate = tuple(slot_input[s] for s in plan.write_slots if s in slot_input)
-    inputs = [b for b in buffers if b is not None]
-    probe = [rng.PROBE_WORDS if type(s) is _Draw else s for s in call.scalars]
+    donate = tuple(slot_input[s] for s in entry.write_slots if s in slot_input)
     try:
         with devices.on_device(call.device):
-            return jax.jit(program, donate_argnums=donate).lower(*inputs, *probe).compile()
+            return jax.jit(jaxpr_as_fun(entry.jaxpr), donate_argnums=donate).lower(*_input_avals(call, buffers)).compile()
     except UnsupportedDtype as e:
-        raise TypeError(f"neuron: {spec.name}: {e}") from None
-    except Exception as e:  # a lowering or XLA failure: say which op and which inputs
-        shapes = ", ".join(_describe_tensor(t) for t in call.tensors)
-        raise NotImplementedError(
-            f"neuron: {spec.name} could not be lowered for inputs ({shapes}): {type(e).__name__}: {e}"
-        ) from e
+        raise _lowering_error(spec, call, e) from None
+    except Exception as e:
+        raise _lowering_error(spec, call, e) from e
+
+
+def _lowering_error(spec: OpSpec, call: _Call, e: Exception) -> Exception:
+    if isinstance(e, UnsupportedDtype):
+        return TypeError(f"neuron: {spec.name}: {e}")
+    shapes = ", ".join(_describe_tensor(t) for t in call.tensors)
+    return NotImplementedError(
+        f"neuron: {spec.name} could not be lowered for inputs ({shapes}): {type(e).__name__}: {e}")
 
 
 def _describe_tensor(t):

@@ -4,7 +4,11 @@ The C++ allocator gives each storage a unique (never dereferenced) address and n
 storage's contents live here as a flat jax array keyed by that address. A key with no entry is a
 storage nobody has written yet (reads see zeros). A buffer may also be shorter than its storage
 (after a resize): the rest reads as zeros. The allocator never takes the GIL, so it queues its frees
-and moves; `sync()` applies them, in order, before each op.
+and moves; `apply_events()` applies them, in order, before each op.
+
+Eager fusion (`eager.fusion`) queues ops instead of launching them: a storage an unlaunched op writes
+holds a `Pending` buffer (its length and dtype, what keys need) until the queue runs. Whoever reads or
+writes buffers outside an eager op calls `sync()` first, which runs the queue and applies the events.
 """
 from __future__ import annotations
 
@@ -14,8 +18,38 @@ import torch
 
 from .. import _C
 
-# key -> flat jax array (1-D) of the dtype that last wrote it
+# key -> flat jax array (1-D) of the dtype that last wrote it, or a Pending one
 BUFFERS: dict[int, object] = {}
+
+
+class Pending:
+    """The buffer a queued op will write: its shape (length,) and numpy dtype, as a jax array's."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+
+class Lost(Pending):
+    """The buffer of a storage whose queued op never ran (its fused run failed): any use raises."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, shape, dtype, error):
+        super().__init__(shape, dtype)
+        self.error = error
+
+    def describe(self) -> str:
+        return f"neuron: this tensor's values were lost: the fused run computing them failed: {self.error}"
+
+    def __getattr__(self, name):
+        raise RuntimeError(self.describe())
+
+
+# eager fusion's flush (reason) -> None while ops are queued, else None: `sync` runs it
+queued = None
 
 # The shim's per-tensor reads (see csrc/module.cpp): layout (key, nbytes, sizes, strides, offset),
 # info (device, key, nbytes, sizes, strides, offset, dtype, lazy flags) or None off the device.
@@ -34,7 +68,17 @@ _lock = threading.Lock()
 applying = False
 
 
-def sync() -> None:
+def sync(reason: str = "host access") -> None:
+    """Run the queued ops (`reason`: why, for the fusion metrics) and apply the allocator's events:
+    after it, every buffer is a real one."""
+    flush = queued
+    if flush is not None:
+        flush(reason)
+    apply_events()
+
+
+def apply_events() -> None:
+    """Apply the allocator's queued frees and moves (an op's hot path: queued ops stay queued)."""
     global applying
     if not _C._pending_events() and not applying:
         return
@@ -46,6 +90,9 @@ def sync() -> None:
                     BUFFERS.pop(key, None)
                 elif kind == _C.EVENT_MOVE:
                     buf = BUFFERS.get(key)
+                    if type(buf) is Pending:  # a resized storage a queued op writes: run the queue
+                        queued("resize")
+                        buf = BUFFERS.get(key)
                     if buf is not None and nbytes > 0:
                         keep = nbytes // buf.dtype.itemsize
                         BUFFERS[new_key] = buf if keep >= buf.shape[0] else buf[:keep]
@@ -62,7 +109,7 @@ def whole_storage_key(t) -> int:
 
 
 def live_buffers() -> int:
-    sync()
+    sync("memory query")
     return len(BUFFERS)
 
 
@@ -71,7 +118,7 @@ def synchronize(device: int | None = None) -> None:
     from . import devices
 
     devices.check_not_forked()
-    sync()
+    sync("synchronize")
     for buf in list(BUFFERS.values()):
         if device is not None and devices.index_of(buf) != device:
             continue

@@ -67,9 +67,15 @@ def _finished(ref) -> bool:
     return arr is None or arr.is_deleted() or arr.is_ready()
 
 
-def launched(device: int, output) -> None:
-    """Note a launch on the calling thread's current stream of `device` (its first output)."""
-    st = _stream(device, _C._current_stream(device))
+def current_stream(device: int) -> int:
+    """The id of the calling thread's current stream of `device`."""
+    return _C._current_stream(device)
+
+
+def launched(device: int, output, stream_id: int | None = None) -> None:
+    """Note a launch on `stream_id` of `device` (default: the calling thread's current stream) by
+    its first output."""
+    st = _stream(device, _C._current_stream(device) if stream_id is None else stream_id)
     launches = st.launches
     launches.append(weakref.ref(output))
     if len(launches) > st.prune_at and _prune_lock.acquire(blocking=False):
@@ -156,6 +162,7 @@ def _stamp_later(ev: _Event) -> None:
 
 
 def record_event(event_id: int, device: int, stream_id: int, timing: bool) -> None:
+    storage.sync("event")  # queued ops are launched: the event comes after them
     with _lock:
         st = _stream(device, stream_id)
         ev = _Event(st.launches, [e for e in st.after if not e.done], timing)
@@ -208,6 +215,7 @@ def _stream_event(device: int, stream_id: int) -> _Event:
 
 
 def query_stream(device: int, stream_id: int) -> bool:
+    storage.sync("stream query")
     return _complete(_stream_event(device, stream_id))
 
 
@@ -215,6 +223,7 @@ def synchronize_stream(device: int, stream_id: int) -> None:
     from . import devices
 
     devices.check_not_forked()
+    storage.sync("synchronize")
     _wait(_stream_event(device, stream_id))
 
 
@@ -223,4 +232,4 @@ def synchronize_device(device: int) -> None:
 
 
 def empty_cache() -> None:
-    storage.sync()
+    storage.apply_events()

@@ -1,0 +1,211 @@
+"""Eager fusion: queued ops run as one executable per run, with the values op-by-op launches give.
+
+Every value is compared with the CPU and with the same ops run one launch each (`fusion.disabled()`).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from torch_neuronx.eager import fusion
+from torch_neuronx.runtime import storage
+
+
+def _program(x, y, w):
+    """Fresh results, in-place writes, writes through views, a view read after its base changed."""
+    a = x * y + 1.5
+    b = a.t() @ w
+    a.add_(y)
+    v = a[1:3]
+    v.mul_(2.0)
+    a.diagonal().sub_(0.25)
+    c = torch.softmax(b, dim=-1) + a[:, :4].sum(-1, keepdim=True)
+    d = torch.cat([c, b.relu()], dim=1)
+    e = d.clone()
+    e[0].zero_()
+    return a, v, b, c, d, e
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(6, 6, generator=g), torch.randn(6, 6, generator=g), torch.randn(6, 5, generator=g)
+
+
+def _on(ts):
+    return tuple(t.to("neuron") for t in ts)
+
+
+def test_a_fused_run_gives_what_op_by_op_launches_and_the_cpu_give():
+    cpu = _program(*_inputs())
+    fusion.clear_stats()
+    fused = _program(*_on(_inputs()))
+    assert storage.queued is not None, "the ops should be queued, not launched"
+    got = [fused[0].cpu()]
+    stats = fusion.stats()
+    assert stats["runs"] == 1 and stats["ops"] >= 12, stats  # one read runs them all
+    got += [t.cpu() for t in fused[1:]]
+    with fusion.disabled():
+        single = [t.cpu() for t in _program(*_on(_inputs()))]
+    for f, s, c in zip(got, single, cpu):
+        # the same lowerings, nothing reassociated; XLA may contract a multiply and an add of two
+        # ops into one fused multiply-add, as it does inside one op: the last bit can move
+        torch.testing.assert_close(f, s, rtol=2.5e-7, atol=1e-7)
+        torch.testing.assert_close(f, c)
+
+
+def test_views_see_writes_in_program_order():
+    base = torch.arange(12.0).reshape(3, 4)
+    dev = base.to("neuron")
+    v = dev[:, 1]
+    before = v * 1  # read before the write
+    dev.mul_(10)  # written through the base
+    after = v + 0  # read after it
+    v.add_(1)  # written through the view
+    assert storage.queued is not None
+    torch.testing.assert_close(before.cpu(), base[:, 1])
+    torch.testing.assert_close(after.cpu(), base[:, 1] * 10)
+    expected = base * 10
+    expected[:, 1] += 1
+    torch.testing.assert_close(dev.cpu(), expected)
+
+
+def test_a_host_read_ends_the_run():
+    x = torch.randn(8, device="neuron")
+    torch.neuron.synchronize()
+    fusion.clear_stats()
+    y = (x * 2).exp()
+    assert storage.queued is not None
+    value = y.sum().item()
+    assert storage.queued is None
+    stats = fusion.stats()
+    assert stats["runs"] == 1 and stats["ops"] == 3 and stats["ended_by"] == {"host access": 1}, stats
+    assert value == pytest.approx((x.cpu() * 2).exp().sum().item(), rel=1e-6)
+
+
+def test_synchronize_and_an_op_with_value_checks_end_the_run():
+    x = torch.randn(5, 3, device="neuron")
+    idx = torch.tensor([4, 0], device="neuron")
+    fusion.clear_stats()
+    y = x + 1
+    torch.neuron.synchronize()
+    assert storage.queued is None and fusion.stats()["ended_by"] == {"synchronize": 1}
+    z = y * 3
+    picked = z[idx]  # index checks its values on the device: it runs on its own, after the queue
+    ended = fusion.stats()["ended_by"]
+    assert any(r.startswith("unfused op aten.index") for r in ended), ended
+    torch.testing.assert_close(picked.cpu(), ((x.cpu() + 1) * 3)[[4, 0]])
+    with pytest.raises(IndexError):
+        z[torch.tensor([7], device="neuron")]
+
+
+def test_a_run_is_cached_by_its_signature():
+    x = torch.randn(4, 7, device="neuron")
+    for _ in range(2):  # the first compiles, the second finds it
+        (torch.sin(x) * x).sum(0).cpu()
+    fusion.clear_stats()
+    for _ in range(3):
+        out = (torch.sin(x) * x).sum(0).cpu()
+    stats = fusion.stats()
+    assert stats["runs"] == 3 and stats["compiled"] == 0, stats
+    torch.testing.assert_close(out, (torch.sin(x.cpu()) * x.cpu()).sum(0))
+
+
+def test_the_length_bound_ends_a_run(monkeypatch):
+    monkeypatch.setenv(fusion.MAX_OPS_ENV, "4")
+    fusion.reload_settings()
+    try:
+        x = torch.ones(3, device="neuron")
+        fusion.clear_stats()
+        for _ in range(10):
+            x = x + 1
+        assert fusion.stats()["ended_by"] == {"length bound": 2}
+        assert x.cpu().tolist() == [11.0] * 3
+    finally:
+        monkeypatch.delenv(fusion.MAX_OPS_ENV)
+        fusion.reload_settings()
+    assert fusion.max_ops() == fusion.DEFAULT_MAX_OPS
+
+
+def test_a_determinism_request_turns_it_off():
+    x = torch.randn(6, device="neuron")
+    torch.neuron.synchronize()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert not fusion.enabled()
+        fusion.clear_stats()
+        y = x * 2 + 1
+        assert storage.queued is None  # launched at once
+        torch.testing.assert_close(y.cpu(), x.cpu() * 2 + 1)
+        assert fusion.stats()["runs"] == 0
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert fusion.enabled()
+
+
+def test_random_draws_keep_their_order_and_seeds():
+    def draws():
+        torch.neuron.manual_seed(5)
+        a = torch.rand(4, device="neuron")
+        b = torch.randn(4, device="neuron") + a
+        return a.cpu(), b.cpu()
+
+    fused = draws()
+    with fusion.disabled():
+        single = draws()
+    for f, s in zip(fused, single):
+        torch.testing.assert_close(f, s, rtol=0, atol=0)
+
+
+def test_bfloat16_results_are_rounded_between_ops_as_op_by_op():
+    g = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(500, generator=g).to(torch.bfloat16) for _ in range(3))
+
+    def f(a, b, c):
+        y = torch.exp(a * b + c) * 0.3 - a
+        return (y * y).sum(), torch.nn.functional.gelu(y * c)
+
+    fused = [t.cpu() for t in f(*_on((a, b, c)))]
+    with fusion.disabled():
+        single = [t.cpu() for t in f(*_on((a, b, c)))]
+    for x, s, ref in zip(fused, single, f(a, b, c)):
+        torch.testing.assert_close(x, s, rtol=0, atol=0)
+        torch.testing.assert_close(x, ref)
+
+
+def test_off_by_environment_and_runs_load_from_disk(tmp_path):
+    code = (
+        "import torch, torch_neuronx\n"
+        "from torch_neuronx.eager import fusion\n"
+        "x = torch.arange(6.0, device='neuron')\n"
+        "y = (x * 3 + 1).cos()\n"
+        "print(y.sum().item(), fusion.stats()['runs'], fusion.stats()['compiled'], fusion.stats()['loaded'])\n"
+    )
+    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path))
+    env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
+
+    def child(**extra):
+        r = subprocess.run([sys.executable, "-c", code], env=dict(env, **extra), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        value, runs, compiled, loaded = r.stdout.split()
+        return float(value), int(runs), int(compiled), int(loaded)
+
+    expected = (torch.arange(6.0) * 3 + 1).cos().sum().item()
+    first, again, off = child(), child(), child(TORCH_NEURONX_EAGER_FUSION="0")
+    assert first[1:] == (1, 1, 0)  # one run (the four ops), compiled
+    assert again[1:] == (1, 0, 1)  # a new process loads it from disk
+    assert off[1:] == (0, 0, 0)  # off: every op its own launch
+    for value, *_ in (first, again, off):
+        assert value == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_failed_run_loses_its_results_loudly():
+    x = torch.randn(3, device="neuron")
+    storage.sync()
+    storage.BUFFERS[storage.storage_key(x)].delete()  # the platform refuses the run: a deleted input
+    y = x * 2
+    with pytest.raises(RuntimeError, match="aten.mul.Tensor"):
+        y.cpu()
+    with pytest.raises(RuntimeError, match="values were lost"):
+        (y + 1).cpu()
