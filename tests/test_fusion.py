@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from torch_neuronx import metrics
 from torch_neuronx.eager import fusion
 from torch_neuronx.runtime import storage
 
@@ -39,11 +40,11 @@ def _on(ts):
 
 def test_a_fused_run_gives_what_op_by_op_launches_and_the_cpu_give():
     cpu = _program(*_inputs())
-    fusion.clear_stats()
+    metrics.clear_op_tracking()
     fused = _program(*_on(_inputs()))
     assert storage.queued is not None, "the ops should be queued, not launched"
     got = [fused[0].cpu()]
-    stats = fusion.stats()
+    stats = metrics.fusion_stats()
     assert stats["runs"] == 1 and stats["ops"] >= 12, stats  # one read runs them all
     got += [t.cpu() for t in fused[1:]]
     with fusion.disabled():
@@ -74,12 +75,12 @@ def test_views_see_writes_in_program_order():
 def test_a_host_read_ends_the_run():
     x = torch.randn(8, device="neuron")
     torch.neuron.synchronize()
-    fusion.clear_stats()
+    metrics.clear_op_tracking()
     y = (x * 2).exp()
     assert storage.queued is not None
     value = y.sum().item()
     assert storage.queued is None
-    stats = fusion.stats()
+    stats = metrics.fusion_stats()
     assert stats["runs"] == 1 and stats["ops"] == 3 and stats["ended_by"] == {"host access": 1}, stats
     assert value == pytest.approx((x.cpu() * 2).exp().sum().item(), rel=1e-6)
 
@@ -87,13 +88,13 @@ def test_a_host_read_ends_the_run():
 def test_synchronize_and_an_op_with_value_checks_end_the_run():
     x = torch.randn(5, 3, device="neuron")
     idx = torch.tensor([4, 0], device="neuron")
-    fusion.clear_stats()
+    metrics.clear_op_tracking()
     y = x + 1
     torch.neuron.synchronize()
-    assert storage.queued is None and fusion.stats()["ended_by"] == {"synchronize": 1}
+    assert storage.queued is None and metrics.fusion_stats()["ended_by"] == {"synchronize": 1}
     z = y * 3
     picked = z[idx]  # index checks its values on the device: it runs on its own, after the queue
-    ended = fusion.stats()["ended_by"]
+    ended = metrics.fusion_stats()["ended_by"]
     assert any(r.startswith("unfused op aten.index") for r in ended), ended
     torch.testing.assert_close(picked.cpu(), ((x.cpu() + 1) * 3)[[4, 0]])
     with pytest.raises(IndexError):
@@ -104,10 +105,10 @@ def test_a_run_is_cached_by_its_signature():
     x = torch.randn(4, 7, device="neuron")
     for _ in range(2):  # the first compiles, the second finds it
         (torch.sin(x) * x).sum(0).cpu()
-    fusion.clear_stats()
+    metrics.clear_op_tracking()
     for _ in range(3):
         out = (torch.sin(x) * x).sum(0).cpu()
-    stats = fusion.stats()
+    stats = metrics.fusion_stats()
     assert stats["runs"] == 3 and stats["compiled"] == 0, stats
     torch.testing.assert_close(out, (torch.sin(x.cpu()) * x.cpu()).sum(0))
 
@@ -117,10 +118,10 @@ def test_the_length_bound_ends_a_run(monkeypatch):
     fusion.reload_settings()
     try:
         x = torch.ones(3, device="neuron")
-        fusion.clear_stats()
+        metrics.clear_op_tracking()
         for _ in range(10):
             x = x + 1
-        assert fusion.stats()["ended_by"] == {"length bound": 2}
+        assert metrics.fusion_stats()["ended_by"] == {"length bound": 2}
         assert x.cpu().tolist() == [11.0] * 3
     finally:
         monkeypatch.delenv(fusion.MAX_OPS_ENV)
@@ -134,11 +135,11 @@ def test_a_determinism_request_turns_it_off():
     torch.use_deterministic_algorithms(True)
     try:
         assert not fusion.enabled()
-        fusion.clear_stats()
+        metrics.clear_op_tracking()
         y = x * 2 + 1
         assert storage.queued is None  # launched at once
         torch.testing.assert_close(y.cpu(), x.cpu() * 2 + 1)
-        assert fusion.stats()["runs"] == 0
+        assert metrics.fusion_stats()["runs"] == 0
     finally:
         torch.use_deterministic_algorithms(False)
     assert fusion.enabled()
@@ -177,10 +178,12 @@ def test_bfloat16_results_are_rounded_between_ops_as_op_by_op():
 def test_off_by_environment_and_runs_load_from_disk(tmp_path):
     code = (
         "import torch, torch_neuronx\n"
-        "from torch_neuronx.eager import fusion\n"
+        "from torch_neuronx import metrics\n"
         "x = torch.arange(6.0, device='neuron')\n"
         "y = (x * 3 + 1).cos()\n"
-        "print(y.sum().item(), fusion.stats()['runs'], fusion.stats()['compiled'], fusion.stats()['loaded'])\n"
+        "value = y.sum().item()\n"
+        "f = metrics.fusion_stats()\n"
+        "print(value, f['runs'], f['compiled'], f['loaded'])\n"
     )
     env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path))
     env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)

@@ -90,9 +90,49 @@ def cache_stats() -> dict[str, int]:
 
 
 def clear_op_tracking() -> None:
-    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed, _disk, _host_reads):
+    for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed, _disk, _host_reads,
+              _fusion, _run_ends):
         c.clear()
     _load_times.clear()
+    _run_lengths.clear()
+
+
+# ---- eager fusion (torch_neuronx.eager.fusion)
+
+_fusion: collections.Counter = collections.Counter()
+_run_ends: collections.Counter = collections.Counter()
+_run_lengths: list = []  # ops per fused run, the last 10,000
+
+
+def fused_run(n_ops: int, reason: str) -> None:
+    """A fused run of `n_ops` queued ops was launched; `reason` is what ended it."""
+    _fusion["runs"] += 1
+    _fusion["ops"] += n_ops
+    _run_ends[reason] += 1
+    if len(_run_lengths) >= 10_000:
+        del _run_lengths[:5_000]
+    _run_lengths.append(n_ops)
+
+
+def run_compiled(seconds: float) -> None:
+    _fusion["compiled"] += 1
+    _fusion["compile_s"] += seconds
+
+
+def run_loaded() -> None:
+    _fusion["loaded"] += 1
+
+
+def fusion_stats() -> dict:
+    """Eager fusion since the last `clear_op_tracking()`: fused runs launched, the ops in them (mean and
+    max per run), run executables compiled (with their seconds) and loaded from disk, and what ended
+    each run (a host read, a synchronize, an op that runs on its own, the length bound, ...)."""
+    runs = _fusion["runs"]
+    return {
+        "runs": runs, "ops": _fusion["ops"], "ops_per_run": _fusion["ops"] / runs if runs else 0.0,
+        "max_ops_per_run": max(_run_lengths, default=0), "compiled": _fusion["compiled"],
+        "compile_s": _fusion["compile_s"], "loaded": _fusion["loaded"], "ended_by": dict(_run_ends),
+    }
 
 
 # ---- the executable cache's disk layer and memory bound (torch_neuronx.cache)
@@ -133,7 +173,7 @@ def executable_cache_stats() -> dict:
     stats = {k: _disk[k] for k in ("disk_hits", "disk_misses", "disk_writes", "disk_bytes_read",
                                    "disk_bytes_written", "memory_evictions", "disk_evictions",
                                    "bad_entries", "unstorable", "write_failures")}
-    for kind in ("op", "graph"):
+    for kind in ("op", "graph", "run"):
         stats[f"{kind}_disk_hits"] = _disk[f"{kind}_disk_hits"]
         stats[f"{kind}_disk_misses"] = _disk[f"{kind}_disk_misses"]
     stats["disk_load_s"] = _disk["disk_load_s"]
@@ -222,7 +262,8 @@ def executable_counts() -> dict:
         "graphs_compiled": len(_graphs), "graphs_compile_s": sum(g["compile_s"] for g in _graphs),
         "graphs_lower_s": sum(g["lower_s"] for g in _graphs),
         "ops_loaded": _disk["op_disk_hits"], "graphs_loaded": _disk["graph_disk_hits"],
-        "load_s": _disk["disk_load_s"],
+        "runs_compiled": _fusion["compiled"], "runs_compile_s": _fusion["compile_s"],
+        "runs_loaded": _disk["run_disk_hits"], "load_s": _disk["disk_load_s"],
     }
 
 
@@ -269,6 +310,14 @@ def report() -> str:
             f"{d['disk_load_s'] * 1e3:.1f} ms{median}, {d['disk_misses']} misses, {d['disk_writes']} writes "
             f"({d['disk_bytes_written'] / 1e6:.1f} MB); evicted from memory: {d['memory_evictions']}, "
             f"from disk: {d['disk_evictions']}; bad entries removed: {d['bad_entries']}"
+        )
+    if _fusion["runs"]:
+        f = fusion_stats()
+        ends = ", ".join(f"{why} {n}" for why, n in sorted(_run_ends.items(), key=lambda kv: -kv[1]))
+        lines.append(
+            f"eager fusion: {f['runs']} runs of {f['ops']} ops ({f['ops_per_run']:.1f} per run, at most "
+            f"{f['max_ops_per_run']}); {f['compiled']} run executables compiled in {f['compile_s']:.2f} s, "
+            f"{f['loaded']} loaded from disk; ended by: {ends}"
         )
     if _graphs:
         lines.append("")

@@ -20,7 +20,6 @@ Off with TORCH_NEURONX_EAGER_FUSION=0, or while `torch.use_deterministic_algorit
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import threading
@@ -124,29 +123,6 @@ class _Queue:
 
 _queue = _Queue()
 _lock = threading.RLock()
-
-# metrics: runs launched, ops they held, why each ended
-_stats = collections.Counter()
-_ended: collections.Counter = collections.Counter()
-_run_lengths: list = []  # ops per run, the last 10,000
-
-
-def stats() -> dict:
-    """Fused runs since the last `clear_stats()`: runs launched, ops in them (mean and max per run),
-    run executables compiled (and their seconds) and loaded from disk, and what ended each run."""
-    runs = _stats["runs"]
-    return {
-        "runs": runs, "ops": _stats["ops"], "ops_per_run": _stats["ops"] / runs if runs else 0.0,
-        "max_ops_per_run": max(_run_lengths, default=0), "compiled": _stats["compiled"],
-        "compile_s": _stats["compile_s"], "loaded": _stats["loaded"], "ended_by": dict(_ended),
-    }
-
-
-def clear_stats() -> None:
-    _stats.clear()
-    _ended.clear()
-    _run_lengths.clear()
-
 
 def enqueue(spec, call, buffers, entry, scalars, probes, fresh_keys):
     """Queue one traced op: its inputs (`call`, `buffers`), its traced scalar inputs (and what they
@@ -265,12 +241,7 @@ def _flush(reason: str) -> None:
         if _BUFFERS.get(k) is current[r]:
             _BUFFERS[k] = buf
     storage.queued = None  # only now: a reader that found it set waits on the lock for these buffers
-    _stats["runs"] += 1
-    _stats["ops"] += n_ops
-    _ended[reason] += 1
-    if len(_run_lengths) >= 10_000:
-        del _run_lengths[:5_000]
-    _run_lengths.append(n_ops)
+    metrics.fused_run(n_ops, reason)
     q.clear()
 
 
@@ -296,15 +267,13 @@ def _load_or_compile(q, key, live, device):
     found = cache.load("run", name, key)
     if found is not None:
         run = RunEntry(found.executable, key[:-1])
-        _stats["loaded"] += 1
+        metrics.run_loaded()
         nbytes = found.nbytes
     else:
         start = time.perf_counter()
         fn = _compile(q, live, device)
         seconds = time.perf_counter() - start
-        _stats["compiled"] += 1
-        _stats["compile_s"] += seconds
-        metrics.compiled("fused run", seconds)
+        metrics.run_compiled(seconds)
         run = RunEntry(fn, key[:-1])
         nbytes = cache.save("run", name, key, (), fn)
     cache.put(key, run, nbytes)
