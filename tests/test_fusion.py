@@ -81,7 +81,7 @@ def test_a_host_read_ends_the_run():
     value = y.sum().item()
     assert storage.queued is None
     stats = metrics.fusion_stats()
-    assert stats["runs"] == 1 and stats["ops"] == 3 and stats["ended_by"] == {"host access": 1}, stats
+    assert stats["runs"] == 1 and stats["ops"] == 3 and stats["ended_by"] == {"host read": 1}, stats
     assert value == pytest.approx((x.cpu() * 2).exp().sum().item(), rel=1e-6)
 
 
@@ -212,3 +212,18 @@ def test_a_failed_run_loses_its_results_loudly():
         y.cpu()
     with pytest.raises(RuntimeError, match="values were lost"):
         (y + 1).cpu()
+
+
+def test_a_copy_from_the_host_keeps_program_order_without_ending_the_run():
+    x = torch.zeros(4, device="neuron")
+    w = torch.zeros(4, device="neuron")
+    torch.neuron.synchronize()
+    y = x + 1  # a queued read of x's old values
+    w.add_(5)  # a queued write of w
+    x.copy_(torch.full((4,), 3.0))  # host -> device: new buffers for whole storages
+    w.copy_(torch.full((4,), 7.0))
+    z = x * 2  # reads the new values
+    assert storage.queued is not None, "a copy from the host should not end the run"
+    assert y.cpu().tolist() == [1.0] * 4
+    assert z.cpu().tolist() == [6.0] * 4
+    assert w.cpu().tolist() == [7.0] * 4  # the later copy wins over the earlier queued write

@@ -20,14 +20,14 @@ aten = torch.ops.aten
 
 def device_flat(t: torch.Tensor):
     """`t`'s values as a flat row-major jax array on its device."""
-    storage.sync()
+    storage.sync("device read")
     key = storage.whole_storage_key(t)
     if key:
         buf = storage.BUFFERS.get(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
             return buf
     c = executor.run(spec_for(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
-    storage.sync()  # the clone may be queued (eager fusion)
+    storage.sync("device read")  # the clone may be queued (eager fusion)
     buf = storage.BUFFERS.get(storage.storage_key(c))
     if buf is None:  # nothing was ever written: zeros
         return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))
@@ -46,7 +46,7 @@ def to_host(t: torch.Tensor) -> torch.Tensor:
     launch, where a jax reshape or bitcast is a dispatch and a compile per new shape."""
     if t.numel() == 0:
         return torch.empty(t.shape, dtype=t.dtype)
-    storage.sync()
+    storage.sync("host read")
     key = storage.whole_storage_key(t)
     buf = storage.BUFFERS.get(key) if key else None
     # a buffer is flat: its length from the shape (jax's nbytes property costs ~10 µs a call)
@@ -58,8 +58,10 @@ def to_host(t: torch.Tensor) -> torch.Tensor:
 
 
 def copy_into(dst: torch.Tensor, arr) -> None:
-    """Write a flat jax array (dst's dtype, dst.numel() values, on dst's device) into dst."""
-    storage.sync()
+    """Write a flat jax array (dst's dtype, dst.numel() values, on dst's device) into dst. Queued ops
+    need not run first: they hold the buffers they read, and a queued write of dst's storage does
+    not land over this one (a fused run stores only where its Pending buffer still is)."""
+    storage.apply_events()
     key = storage.whole_storage_key(dst)
     if key:
         storage.BUFFERS[key] = arr
