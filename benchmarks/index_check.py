@@ -4,7 +4,8 @@ interpreters per threading setting (the checks are baked into executables when t
 
     python benchmarks/index_check.py
 
-The CPU column runs under torch's default threading. The neuron columns run under the default and
+The CPU column runs under torch's default threading, in a child of its own (no neuron work in it:
+XLA's threads would compete with torch's). The neuron columns run under the default and
 again under OMP_WAIT_POLICY=PASSIVE (each in its own child process: the setting must come before torch
 loads); PASSIVE keeps torch's idle OpenMP threads from spinning against XLA's but slows torch's CPU
 path, so the CPU baseline is never taken under it.
@@ -29,7 +30,7 @@ def med(fn, sync, n=300):
         sync(); runs.append((time.perf_counter() - t) / n * 1e6)
     return statistics.median(runs)
 out = {}
-for dev in ("cpu", "neuron"):
+for dev in os.environ["INDEX_CHECK_DEVICES"].split(","):
     w = torch.randn(1000, 64, device=dev); ids = torch.randint(0, 1000, (4, 32), device=dev)
     x = torch.randn(64, 64, device=dev); idx = torch.randint(0, 64, (64, 8), device=dev)
     sync = torch.neuron.synchronize if dev == "neuron" else (lambda: None)
@@ -42,8 +43,9 @@ print(json.dumps(out))
 """
 
 
-def run(checks: bool, policy: str | None) -> dict:
+def run(checks: bool, policy: str | None, devices: str = "neuron") -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["INDEX_CHECK_DEVICES"] = devices
     env["TORCH_NEURONX_VALUE_CHECKS"] = "1" if checks else "0"
     if policy:
         env["OMP_WAIT_POLICY"] = policy
@@ -53,7 +55,7 @@ def run(checks: bool, policy: str | None) -> dict:
 
 def main():
     runs = {policy: (run(True, policy), run(False, policy)) for policy in (None, "PASSIVE")}
-    cpu = runs[None][0]["cpu"]  # torch's default threading
+    cpu = run(True, None, "cpu")["cpu"]  # torch's default threading, no neuron work in that process
     names = list(cpu)
     w = max(map(len, names))
     print(f"{'op':<{w}}  {'threads':>8}  {'checked µs':>10}  {'unchecked µs':>12}  {'cpu µs':>8}  "
