@@ -97,7 +97,7 @@ def main():
     for name in default:
         c, nd = default[name]["cpu"], default[name]["neuron"]
         npas, cp = passive[name]["neuron"], passive[name]["cpu"]
-        print(f"{name:<{w}}  {c:>9.1f}  {nd:>9.1f}  {npas:>9.1f}  {nd / c:>10.2f}  {npas / c:>10.2f}  {cp:>9.1f}")
+        print(f"{name:<{w}}  {c:>9.1f}  {nd:>9.1f}  {npas:>9.1f}  {nd / c:>10.3g}  {npas / c:>10.3g}  {cp:>9.1f}")
     print(f"\n(median of 7 runs of {args.iters} calls; (default): torch's default threading, (PASSIVE): "
           f"OMP_WAIT_POLICY=PASSIVE in that child; both ratios are against the CPU under the default, the "
           f"last column is what PASSIVE costs torch's CPU path)")
