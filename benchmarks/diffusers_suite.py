@@ -15,6 +15,10 @@ device type is "cuda" or "xpu". Unless `--as-is`, the extracted copy of each tes
 "neuron" to those gates (`["cuda", "xpu"]` -> `["cuda", "xpu", "neuron"]`), so they run; nothing
 else in the tests changes. Each failure, error and skip is put in a class by its message (CAUSES
 below); the table gives pass/fail/error/skip counts per target and the counts per class.
+
+The tests run under torch's default threading; `--omp passive` runs them with OMP_WAIT_POLICY=PASSIVE
+instead and `--omp both` once under each (a row per target and setting), since the setting changes
+how long they take and can change whether one ends within `--timeout`.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,10 +105,12 @@ def extract(git_dir: str, commit: str, dest: str, admit_neuron: bool) -> int:
 SPEC = "diffusers_device_spec.py"  # beside this file; copied into the extracted tests
 
 
-def run_target(src: str, target: str, report: str, timeout: int) -> str:
-    env = dict(os.environ)
+def run_target(src: str, target: str, report: str, timeout: int, policy: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
     env.update(
-        DIFFUSERS_TEST_DEVICE="neuron", OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1",
+        DIFFUSERS_TEST_DEVICE="neuron", HF_HUB_OFFLINE="1",
         DIFFUSERS_TEST_DEVICE_SPEC=SPEC,  # imported by module name from the tests' folder
         PYTHONPATH=os.pathsep.join(p for p in (ROOT, src, env.get("PYTHONPATH")) if p),
     )
@@ -138,6 +145,8 @@ def main() -> int:
     ap.add_argument("--as-is", action="store_true", help="keep the tests' cuda/xpu gates as they are")
     ap.add_argument("--timeout", type=int, default=1200, help="seconds per target")
     ap.add_argument("--show", action="store_true", help="print every failing test and its class")
+    ap.add_argument("--omp", choices=("default", "passive", "both"), default="default",
+                    help="OpenMP wait policy of the tests: torch's default, OMP_WAIT_POLICY=PASSIVE, or each")
     args = ap.parse_args()
 
     commit, how = pick_commit(args.git_dir, args.commit)
@@ -148,20 +157,25 @@ def main() -> int:
               + ("gates as they are" if args.as_is else f"{widened} cuda/xpu gates admit neuron"))
         totals = collections.Counter()
         causes = collections.defaultdict(list)
-        print(f"\n{'target':84s} {'pass':>5s} {'fail':>5s} {'error':>5s} {'skip':>5s}")
-        for i, target in enumerate(TARGETS):
-            report = os.path.join(src, f"report{i}.xml")
-            summary = run_target(src, target, report, args.timeout)
-            counts = collections.Counter()
-            for name, outcome, message in outcomes(report):
-                counts[outcome] += 1
-                if outcome != "passed":
-                    causes[(outcome,) + classify(name, message)].append(name)
-            totals.update(counts)
-            print(f"{target:84s} {counts['passed']:5d} {counts['failure']:5d} {counts['error']:5d} {counts['skipped']:5d}")
-            if not counts:
-                print(f"  (no report: {summary})")
-        print(f"{'total':84s} {totals['passed']:5d} {totals['failure']:5d} {totals['error']:5d} {totals['skipped']:5d}")
+        policies = {"default": [None], "passive": ["PASSIVE"], "both": [None, "PASSIVE"]}[args.omp]
+        print(f"\n{'target':84s} {'threads':>8s} {'pass':>5s} {'fail':>5s} {'error':>5s} {'skip':>5s}")
+        for policy in policies:
+            for i, target in enumerate(TARGETS):
+                report = os.path.join(src, f"report{i}-{policy or 'default'}.xml")
+                start = time.perf_counter()
+                summary = run_target(src, target, report, args.timeout, policy)
+                seconds = time.perf_counter() - start
+                counts = collections.Counter()
+                for name, outcome, message in outcomes(report):
+                    counts[outcome] += 1
+                    if outcome != "passed":
+                        causes[(outcome,) + classify(name, message)].append(f"{name} ({policy or 'default'})")
+                totals.update(counts)
+                print(f"{target:84s} {policy or 'default':>8s} {counts['passed']:5d} {counts['failure']:5d} "
+                      f"{counts['error']:5d} {counts['skipped']:5d}  {seconds:.0f} s")
+                if not counts:
+                    print(f"  (no report: {summary})")
+        print(f"{'total':84s} {'':8s} {totals['passed']:5d} {totals['failure']:5d} {totals['error']:5d} {totals['skipped']:5d}")
         print(f"\n{'outcome':8s} {'class':28s} {'whose':52s} {'tests':>5s}")
         for (outcome, cls, whose), names in sorted(causes.items(), key=lambda kv: (kv[0][0], -len(kv[1]))):
             print(f"{outcome:8s} {cls:28s} {whose:52s} {len(names):5d}")

@@ -17,6 +17,11 @@ where the generator takes a dtype); an entry is
 Where an entry yields other inputs for neuron than for the CPU (cases written for CUDA), each neuron
 input is judged against its own expected error.
 Prints one row per op (counts per class) and the totals; each entry runs under a --timeout (s).
+
+Both devices run under torch's default threading unless `--omp-passive` (the script then runs itself
+again with OMP_WAIT_POLICY=PASSIVE, which must be set before torch loads: faster on neuron on a small
+machine, slower on the CPU); the summary line says which. Only the classes are the result here; the
+seconds are how long the sweep took, not a comparison.
 """
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ import sys
 import time
 import warnings
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "--omp-passive" in sys.argv[1:] and os.environ.get("OMP_WAIT_POLICY") != "PASSIVE":
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
 
 import torch  # noqa: E402
 
@@ -109,6 +115,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per error input")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--compiled", action="store_true", help="run each call in a torch.compile'd function")
+    parser.add_argument("--omp-passive", action="store_true", help="OMP_WAIT_POLICY=PASSIVE (both devices)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")  # the samples' own warnings (deprecations, padding='same')
 
@@ -164,7 +171,8 @@ def main(argv=None):
         if args.verbose or counts["differs"] or counts["missing"] or counts["generator"]:
             print(f"{name:<{width}} " + " ".join(f"{counts[c]:>9}" for c in classes))
     print(f"{'TOTAL':<{width}} " + " ".join(f"{totals[c]:>9}" for c in classes))
-    print(f"{len(rows)} entries, {sum(totals.values())} error inputs, {time.perf_counter() - start:.0f} s")
+    print(f"{len(rows)} entries, {sum(totals.values())} error inputs, {time.perf_counter() - start:.0f} s "
+          f"(OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY') or 'unset'})")
     print("\nerror inputs neuron does not reject as the CPU does:")
     for name, kind, expected, got in details:
         print(f"  {kind:<9} {name}: expected {expected}; neuron: {got}")

@@ -1,8 +1,14 @@
 """What raising on out-of-range indices costs: index ops with the in-executable range check (which
 makes the op wait for the device) vs the same ops with checks disabled, vs the CPU. One run, two
-interpreters (the checks are baked into executables when they compile).
+interpreters per threading setting (the checks are baked into executables when they compile).
 
     python benchmarks/index_check.py
+
+The CPU column runs under torch's default threading, in a child of its own (no neuron work in it:
+XLA's threads would compete with torch's). The neuron columns run under the default and
+again under OMP_WAIT_POLICY=PASSIVE (each in its own child process: the setting must come before torch
+loads); PASSIVE keeps torch's idle OpenMP threads from spinning against XLA's but slows torch's CPU
+path, so the CPU baseline is never taken under it.
 """
 from __future__ import annotations
 
@@ -13,7 +19,6 @@ import sys
 
 CHILD = r"""
 import os, json, statistics, time
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch, torch_neuronx
 torch.manual_seed(0)
 def med(fn, sync, n=300):
@@ -25,7 +30,7 @@ def med(fn, sync, n=300):
         sync(); runs.append((time.perf_counter() - t) / n * 1e6)
     return statistics.median(runs)
 out = {}
-for dev in ("cpu", "neuron"):
+for dev in os.environ["INDEX_CHECK_DEVICES"].split(","):
     w = torch.randn(1000, 64, device=dev); ids = torch.randint(0, 1000, (4, 32), device=dev)
     x = torch.randn(64, 64, device=dev); idx = torch.randint(0, 64, (64, 8), device=dev)
     sync = torch.neuron.synchronize if dev == "neuron" else (lambda: None)
@@ -38,23 +43,31 @@ print(json.dumps(out))
 """
 
 
-def run(checks: bool) -> dict:
-    env = {**os.environ, "TORCH_NEURONX_VALUE_CHECKS": "1" if checks else "0"}
+def run(checks: bool, policy: str | None, devices: str = "neuron") -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["INDEX_CHECK_DEVICES"] = devices
+    env["TORCH_NEURONX_VALUE_CHECKS"] = "1" if checks else "0"
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
     r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main():
-    checked, unchecked = run(True), run(False)
-    names = list(checked["neuron"])
+    runs = {policy: (run(True, policy), run(False, policy)) for policy in (None, "PASSIVE")}
+    cpu = run(True, None, "cpu")["cpu"]  # torch's default threading, no neuron work in that process
+    names = list(cpu)
     w = max(map(len, names))
-    print(f"{'op':<{w}}  {'checked µs':>10}  {'unchecked µs':>12}  {'cpu µs':>8}  {'checked/unchecked':>17}")
-    print("-" * (w + 55))
+    print(f"{'op':<{w}}  {'threads':>8}  {'checked µs':>10}  {'unchecked µs':>12}  {'cpu µs':>8}  "
+          f"{'checked/unchecked':>17}  {'checked/cpu':>11}")
+    print("-" * (w + 80))
     for n in names:
-        c, u, cpu = checked["neuron"][n], unchecked["neuron"][n], checked["cpu"][n]
-        print(f"{n:<{w}}  {c:>10.1f}  {u:>12.1f}  {cpu:>8.1f}  {c / u:>17.2f}")
-    print("\n(checked: the device's default, raising as the CPU does; unchecked: XLA's silent clamping)")
-
+        for policy, (checked, unchecked) in runs.items():
+            c, u = checked["neuron"][n], unchecked["neuron"][n]
+            print(f"{n:<{w}}  {policy or 'default':>8}  {c:>10.1f}  {u:>12.1f}  {cpu[n]:>8.1f}  {c / u:>17.2f}  "
+                  f"{c / cpu[n]:>11.2f}")
+    print("\n(checked: the device's default, raising as the CPU does; unchecked: XLA's silent clamping;"
+          "\n threads: the neuron side's OpenMP wait policy; the cpu column is always torch's default threading)")
 
 if __name__ == "__main__":
     main()

@@ -268,11 +268,13 @@ _RACE = """
 """
 
 
-def test_eight_processes_compile_into_one_folder_at_once(tmp_path):
+def test_four_processes_compile_into_one_folder_at_once(tmp_path):
+    # four writers of the same entries at once (eight took twice as long on 2 cores, most of it importing
+    # torch, and raced no differently: every entry is written by all of them either way)
     folder = tmp_path / "shared"
     env = {**os.environ, cache.DIR_ENV: str(folder)}
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(_RACE)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(8)]
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
     results = [p.communicate(timeout=900) for p in procs]
     for p, (out, err) in zip(procs, results):
         assert p.returncode == 0, err

@@ -19,6 +19,12 @@ AWS Trainium page says: `init_process_group(backend="neuron")`, `DeviceMesh("neu
   float32 one; one core on neuron in bfloat16 is 0.027 / 0.0077 from the CPU's bfloat16; measured TP
   0.031 / 0.0076). Then the same pipeline with its transformer compiled (`backend="neuron",
   fullgraph=True, dynamic=False`, as the page compiles it), within the same bounds.
+- examples/tensor_parallel_neuron.py, the page's example, run first in the same launch on every rank
+  (64x64, 2 steps, seed 0; tests/test_examples.py runs the page's other two examples): it says it ran
+  over 2 NeuronCores, rank 0's output.png holds its image, and that image is the pipeline whose
+  bfloat16 check is above (8-bit, as the example makes it), then compiled; within REL_TOL of the
+  CPU's bfloat16 image as tests/test_examples.py bounds its examples. (It had a torchrun launch of its
+  own in tests/test_examples.py, which loaded, compiled and ran the same bfloat16 pipeline again.)
 Every rank gives the same outputs, bit for bit; each forward runs one all-reduce per rowwise layer on
 the neuron process group and nothing else; no op falls back to the CPU. The launch takes ~35 s with
 the executable cache cold, ~15 s warm.
@@ -44,6 +50,7 @@ PATHS = ("from_pretrained", "enable_parallelism")
 ALL_REDUCES = 2 * 4 + 3 * 1
 BF16_STEPS = 2
 PIPELINE_BOUNDS = {"float32": (1e-4, 1e-5), "bfloat16": (0.0625, 0.016)}
+REL_TOL = 2e-2  # tests/test_examples.py's bound for the examples' images against the CPU's
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +61,8 @@ def results(tmp_path_factory):
     diffusers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     folder = save_pipeline(tmp_path_factory.mktemp("flux2-klein-tp"))
-    out = launch("tensor_parallel.py", nproc=RANKS, args=[folder], timeout=400,
+    png = tmp_path_factory.mktemp("tp-example") / "output.png"
+    out = launch("tensor_parallel.py", nproc=RANKS, args=[folder, str(png)], timeout=400,
                  tmp_path=tmp_path_factory.mktemp("tp-launch"))
     assert sorted(k for k in out if k != "log") == list(range(RANKS)), out["log"]
     return out
@@ -104,6 +112,16 @@ def test_compiled_transformer_graphs_are_cut_at_each_all_reduce(results, dtype):
     graphs = results[0][f"pipeline/{dtype}/compiled/graphs"]
     assert graphs, "the compiled transformer ran no graph with collectives"
     assert sum(g["collectives"] for g in graphs.values()) >= ALL_REDUCES, graphs
+
+
+def test_the_page_example_under_torchrun_matches_cpu(results):
+    assert "tensor parallel over 2 NeuronCores" in results[0]["example"]["stdout"]
+    assert results[0]["example"]["output"].endswith("output.png") and results[0]["example/png_is_the_image"]
+    for rank in range(RANKS):
+        r = results[rank]["pipeline/bfloat16"]  # the example's image against the CPU's bfloat16 one
+        assert r["shape"] == [1, 64, 64, 3] and r["rel"] <= REL_TOL, r
+        assert r["digest"] == results[0]["pipeline/bfloat16"]["digest"]
+        assert results[rank]["example"]["output"] is None or rank == 0
 
 
 def test_no_cpu_fallback(results):

@@ -15,12 +15,23 @@ For float32 and bfloat16 it reports
   against the same pipeline on the CPU, and a digest of the image (every rank must make the same one);
   `pipeline/<dtype>/compiled`: the same after `pipe.transformer.compile(backend="neuron",
   fullgraph=True, dynamic=False)`, and `.../graphs`: how Dynamo's graphs were cut at collectives;
+- `example`: examples/tensor_parallel_neuron.py (the page's code, as tests/test_examples.py runs the
+  other examples), run first on every rank of this same launch at the pipeline's size, prompt and seed
+  (`runpy`, its own argv): what it printed, where it saved its PNG (rank 0), and its image. The example
+  makes the process group itself; its `destroy_process_group` at the end is held back until this
+  worker ends, and its pipeline, the same as `pipeline/bfloat16`'s (the `from_pretrained`
+  tensor-parallel transformer, bfloat16, the other components on the device), is the one that section
+  measures and then compiles (its image is 8-bit, as the example makes it: within 1/510 of the float one);
 - `fallbacks`: the ops that fell back to the CPU (there must be none).
 Each section also reports its seconds and `compiling()`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import os
+import runpy
 import sys
 import time
 
@@ -146,16 +157,49 @@ def image(pipe) -> np.ndarray:
     return pipe(**CALL, generator=torch.Generator().manual_seed(0), output_type="np").images.astype(np.float64)
 
 
-def check_pipeline(folder, mesh, device, name, dtype) -> None:
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "tensor_parallel_neuron.py")
+
+
+def run_example(folder, output) -> dict:
+    """examples/tensor_parallel_neuron.py on this rank with CALL's size and seed 0 (its prompt is CALL's):
+    its globals; its stdout is reported. The process group it makes stays up (for this worker)."""
+    argv = [EXAMPLE, "--model", folder, "--height", str(CALL["height"]), "--width", str(CALL["width"]),
+            "--steps", str(CALL["num_inference_steps"]), "--seed", "0", "--output", output]
+    sys.path.insert(0, os.path.dirname(EXAMPLE))
+    old_argv, destroy = sys.argv, dist.destroy_process_group
+    sys.argv, dist.destroy_process_group = argv, lambda *a, **k: None
+    printed = io.StringIO()
+    start = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(printed):
+            g = runpy.run_path(EXAMPLE, run_name="__main__")
+    finally:
+        sys.argv, dist.destroy_process_group = old_argv, destroy
+    assert g["args"].prompt == CALL["prompt"]
+    report("example", {"stdout": printed.getvalue(), "output": output if dist.get_rank() == 0 else None,
+                       "seconds": time.perf_counter() - start, "compiling": compiling()})
+    return g
+
+
+def check_pipeline(folder, mesh, device, name, dtype, example=None) -> None:
     from diffusers import Flux2KleinPipeline, Flux2Transformer2DModel, TensorParallelConfig
 
     want = image(Flux2KleinPipeline.from_pretrained(folder, dtype=dtype, local_files_only=True))
-    start = time.perf_counter()
-    transformer = Flux2Transformer2DModel.from_pretrained(
-        folder, subfolder="transformer", dtype=dtype, parallel_config=TensorParallelConfig(mesh=mesh))
-    pipe = Flux2KleinPipeline.from_pretrained(folder, transformer=transformer, dtype=dtype, local_files_only=True)
-    pipe.to(device)
-    got = image(pipe)
+    if example is not None:  # the example's pipeline and its 8-bit image
+        pipe, start = example["pipe"], time.perf_counter()
+        got = np.asarray(example["image"], np.float64)[None] / 255
+        if dist.get_rank() == 0:  # the PNG it saved holds that image
+            from PIL import Image
+
+            report("example/png_is_the_image", bool(np.array_equal(np.asarray(Image.open(example["args"].output)),
+                                                                  np.asarray(example["image"]))))
+    else:
+        start = time.perf_counter()
+        transformer = Flux2Transformer2DModel.from_pretrained(
+            folder, subfolder="transformer", dtype=dtype, parallel_config=TensorParallelConfig(mesh=mesh))
+        pipe = Flux2KleinPipeline.from_pretrained(folder, transformer=transformer, dtype=dtype, local_files_only=True)
+        pipe.to(device)
+        got = image(pipe)
     report_image(f"pipeline/{name}", got, want, pipe, start)
     # the same pipeline with its tensor-parallel transformer compiled, as the page compiles it
     start = time.perf_counter()
@@ -178,22 +222,23 @@ def report_image(label, got, want, pipe, start) -> None:
     })
 
 
-def main(folder: str) -> None:
+def main(folder: str, example_output: str) -> None:
     quiet()
     count_collectives()
-    dist.init_process_group(backend="neuron")
+    torch_neuronx.clear_op_tracking()
+    example = run_example(folder, example_output)  # it makes the process group, as the page says
+    quiet()  # the example leaves diffusers' progress bars on
     mesh = DeviceMesh("neuron", list(range(dist.get_world_size())))
     device = torch.neuron.current_device()
     report("device", [device, torch.neuron.device_count()])
-    torch_neuronx.clear_op_tracking()
     inputs = transformer_inputs()
     for name, dtype in DTYPES.items():
         check_transformer(folder, mesh, device, name, dtype, inputs)
     for name, dtype in DTYPES.items():
-        check_pipeline(folder, mesh, device, name, dtype)
+        check_pipeline(folder, mesh, device, name, dtype, example if name == "bfloat16" else None)
     report("fallbacks", torch_neuronx.get_fallback_ops())
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])
