@@ -254,7 +254,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             if not _trace_into(spec, args, kwargs, call, buffers, entry):
                 return run(spec, args, kwargs)
         if entry.fusable:
-            return _enqueue(spec, args, kwargs, call, buffers, entry)
+            return _enqueue(spec, args, kwargs, call, entry)
     if storage.queued is not None:  # an op on its own: what is queued runs first
         storage.queued(f"unfused op {spec.name}")
         get = _BUFFERS.get
@@ -291,7 +291,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
 
 
-def _enqueue(spec, args, kwargs, call, buffers, entry):
+def _enqueue(spec, args, kwargs, call, entry):
     """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
     device = call.device
     scalars, probes = [], []
@@ -309,7 +309,7 @@ def _enqueue(spec, args, kwargs, call, buffers, entry):
             fresh.append(_empty_strided(sizes, strides, dtype=dtype, device=entry.device))
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
-    fusion.enqueue(spec, call, buffers, entry, scalars, probes, [_storage_key(t) for t in fresh])
+    fusion.enqueue(spec, call, entry, scalars, probes, [_storage_key(t) for t in fresh])
     results = []
     for kind, what in entry.returns:
         if kind == _FRESH:

@@ -124,23 +124,25 @@ class _Queue:
 _queue = _Queue()
 _lock = threading.RLock()
 
-def enqueue(spec, call, buffers, entry, scalars, probes, fresh_keys):
-    """Queue one traced op: its inputs (`call`, `buffers`), its traced scalar inputs (and what they
-    look like to a trace), the storage keys of its fresh results. Their storages, and those it
+
+def enqueue(spec, call, entry, scalars, probes, fresh_keys):
+    """Queue one traced op: its inputs (`call`), its traced scalar inputs (and what they look like
+    to a trace), the storage keys of its fresh results. Their storages, and those it
     writes, now hold Pending buffers."""
     with _lock:
         q = _queue
-        if q.ops and (q.device != call.device or q.stream != _current_stream(call.device)):
+        device = call.device
+        stream = _current_stream(device)
+        if q.ops and (q.device != device or q.stream != stream):
             _flush("device or stream change")
         if not q.ops:
-            q.device = call.device
-            q.stream = _current_stream(call.device)
+            q.device, q.stream = device, stream
             storage.queued = flush
-        # read again under the lock: another thread's flush may have made them real since
-        buffers = [_BUFFERS.get(k) if k else None for k in call.keys]
-        index, current = q.index, q.current
+        index, current, get = q.index, q.current, _BUFFERS.get
         slot_map = []
-        for k, b in zip(call.keys, buffers):
+        for k in call.keys:
+            # read again under the lock: another thread's flush may have made it real since
+            b = get(k) if k else None
             r = index.get(k) if k else None
             if r is None or current[r] is not b:  # a storage new to the run (or a key used again)
                 if b is not None and type(b) is not _Pending:
@@ -183,8 +185,9 @@ def enqueue(spec, call, buffers, entry, scalars, probes, fresh_keys):
             if k:
                 _BUFFERS[k] = p
             writes.append(r)
-        q.ops.append(_Queued(entry, tuple(slot_map), len(scalars), fresh, writes))
-        q.sig.append((entry.key, tuple(slot_map)))
+        slot_map = tuple(slot_map)
+        q.ops.append(_Queued(entry, slot_map, len(scalars), fresh, writes))
+        q.sig.append((entry.key, slot_map))
         q.scalars.extend(scalars)
         q.probes.extend(probes)
         if len(q.ops) >= _max_ops:
