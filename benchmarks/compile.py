@@ -1,7 +1,7 @@
 """torch.compile(backend="neuron") on FLUX.2 transformers vs torch on the CPU, side by side.
 
     python benchmarks/compile.py [--model tiny|small|both] [--rounds N] [--settings default,passive]
-                                 [--blocks D S] [--tokens IMG TXT] [--no-compile-times]
+                                 [--blocks D S] [--tokens IMG TXT] [--no-compile-times] [--profile]
 
 Models (benchmarks/flux_small.py): `tiny` is the FLUX.2 of tests/test_models.py (2 double + 4 single
 blocks, head size 32); `small` the ~15 M-parameter one (`--blocks`, default 4 double + 8 single, head
@@ -22,6 +22,10 @@ the inputs' layouts, wrapping the outputs), eager on neuron, eager CPU and Induc
 Inductor and to eager CPU of the default setting; the same for the fastest round (`min`: on a shared,
 busy machine the medians of torch's OpenMP threads suffer most). Every output is checked against eager CPU
 (max |diff| / max |cpu| <= 1e-5 in float32). Target: compiled neuron <= 0.9 x Inductor.
+
+`--profile` adds, for the first setting, the whole graph's executable timed per XLA thunk (compiled
+again with XLA's trace annotations, run under jax.profiler): the share of dots, reductions,
+exponentials and layout copies, and the dozen costliest thunk kinds by output shape.
 
 Table 2 (default setting, unless `--no-compile-times`): compile time of the whole graph vs regional
 compilation: the first call's wall time and the XLA compile seconds the metrics record. Target:
@@ -63,6 +67,49 @@ def rel_err(out, ref) -> float:
     return float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
 
 
+def thunk_profile(neuron_graph, program, call_inputs, arrays, rounds=20) -> dict:
+    """The whole graph's executable compiled again with XLA's per-thunk trace annotations, run under
+    jax.profiler: microseconds per call by what each thunk (a fusion, a library call) computes: its
+    dot, reduce, or the root of a loop fusion (a `bitcast` or `copy` root is a layout change: the
+    transposes around attention's products), and the shape it writes."""
+    import collections
+    import glob
+    import re
+    import tempfile
+
+    import jax
+    from jax._src.lib import _profile_data
+
+    lowered = jax.jit(neuron_graph._Tracer(program, call_inputs).run).lower(*arrays)
+    fn = lowered.compile(compiler_options={"xla_cpu_enable_xprof_traceme": True})
+    text = fn.as_text()
+    what = {}
+    for m in re.finditer(r"%(\S+) = (\S+) fusion\([^\n]*calls=(%fused_computation\.\d+)", text):
+        name, shape, called = m.groups()
+        body = re.search(re.escape(called) + r" \(.*?\n\}", text, re.S).group(0)
+        ops = set(re.findall(r"= \S+ ([\w-]+)\(", body))
+        root = re.search(r"ROOT %\S+ = \S+ ([\w-]+)\(", body).group(1)
+        what[name] = ("dot" if "dot" in ops else "reduce" if "reduce" in ops else root, shape.split("{")[0])
+    for _ in range(5):
+        jax.block_until_ready(fn(*arrays))
+    with tempfile.TemporaryDirectory() as d:
+        with jax.profiler.trace(d):
+            for _ in range(rounds):
+                jax.block_until_ready(fn(*arrays))
+        data = _profile_data.ProfileData.from_file(glob.glob(d + "/**/*.xplane.pb", recursive=True)[0])
+    by_kind, by_shape, count = collections.Counter(), collections.Counter(), collections.Counter()
+    for plane in data.planes:
+        for line in plane.lines:
+            for ev in line.events:
+                if ev.name in what:
+                    kind, shape = what[ev.name]
+                    by_kind[kind] += ev.duration_ns / rounds / 1e3
+                    by_shape[f"{kind} {shape}"] += ev.duration_ns / rounds / 1e3
+                    count[f"{kind} {shape}"] += 1 / rounds
+    return dict(thunks=sum(count.values()), kinds=by_kind.most_common(),
+                top=[(k, us, round(count[k])) for k, us in by_shape.most_common(12)])
+
+
 def child(opts) -> dict:
     import torch
 
@@ -94,7 +141,7 @@ def child(opts) -> dict:
     finish = neuron_graph._Executable.finish
 
     def catching(self, program, args, inputs, outs, device):
-        caught.setdefault(program.name, (self.fn, inputs.arrays()))
+        caught.setdefault(program.name, (self.fn, inputs.arrays(), program, inputs))
         return finish(self, program, args, inputs, outs, device)
 
     torch.set_grad_enabled(False)
@@ -125,7 +172,7 @@ def child(opts) -> dict:
     runs["compiled neuron (whole graph)"] = lambda: whole(**x_dev)[0]
     runs["compiled neuron (regional)"] = lambda: regional(**x_dev)[0]
     if len(caught) == 1:
-        (exe_fn, arrays), = caught.values()
+        (exe_fn, arrays, program, call_inputs), = caught.values()
         runs["XLA executable alone"] = lambda: exe_fn(*arrays)[0]
 
     ref = model(**x_cpu)[0]
@@ -136,7 +183,11 @@ def child(opts) -> dict:
     for _ in range(opts["rounds"]):  # interleaved, so machine noise hits every variant alike
         for name, fn in runs.items():
             times[name].append(timed(fn))
+    profile = None
+    if opts.get("profile") and len(caught) == 1 and not program.random:
+        profile = thunk_profile(neuron_graph, program, call_inputs, arrays)
     return dict(
+        profile=profile,
         params=sum(p.numel() for p in model.parameters()),
         ms={name: statistics.median(v) * 1e3 for name, v in times.items()},
         min_ms={name: min(v) * 1e3 for name, v in times.items()},
@@ -153,6 +204,8 @@ def main():
                         help="the small model's double and single blocks")
     parser.add_argument("--tokens", type=int, nargs=2, default=(256, 32), metavar=("IMG", "TXT"))
     parser.add_argument("--no-compile-times", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time the whole graph's executable per XLA thunk (first setting only)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -169,7 +222,8 @@ def main():
         for setting in settings:
             env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
             env.update(SETTINGS[setting])
-            opts = dict(model=model, rounds=args.rounds, blocks=args.blocks, tokens=args.tokens)
+            opts = dict(model=model, rounds=args.rounds, blocks=args.blocks, tokens=args.tokens,
+                        profile=args.profile and setting == settings[0])
             proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(opts)], env=env,
                                   stdout=subprocess.PIPE, text=True)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -208,6 +262,14 @@ def main():
                 lo = r["min_ms"][name]
                 print(f"{name:31} {setting:8} {ms:8.2f} {ms / ind:10.2f} {ms / eager:11.2f} {lo:8.2f} "
                       f"{lo / ind_min:10.2f} {ok:>11}{note}")
+        for setting, r in results.items():
+            prof = r.get("profile")
+            if prof:
+                total = sum(us for _, us in prof["kinds"])
+                print(f"where the executable's time goes ({setting}): {prof['thunks']:.0f} thunks a call, "
+                      f"{total:.0f} us in them: " + ", ".join(f"{k} {us / total:.0%}" for k, us in prof["kinds"][:6]))
+                for k, us, n_ in prof["top"]:
+                    print(f"  {us:8.0f} us  x{n_:<3d} {k}")
         best = min(r["ms"]["compiled neuron (whole graph)"] for r in results.values())
         print(f"compiled neuron (whole graph), best setting / Inductor: {best / ind:.2f} (target <= 0.90)")
         print()
