@@ -29,8 +29,8 @@ from ..eager.fallback import check_cpu_fallback
 from ..ops import LOWERINGS, checks, layout, normalize
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
-from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, arg_kind,
-                            fresh_storage, wrap)
+from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
+                            arg_kind, fresh_storage, wrap)
 from ..runtime import config, devices, profiling, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
 from . import artifacts
@@ -99,6 +99,13 @@ def _traced_device(nodes):
     return None
 
 
+def _without_offset(lay: TensorLayout) -> TensorLayout:
+    """`lay` with offset None (tuple.__new__ directly: NamedTuple._replace costs ~2 us a tensor, and a
+    model's call lays out every parameter)."""
+    slot, dtype, sizes, strides, _offset, nbytes, lazy = lay
+    return tuple.__new__(TensorLayout, (slot, dtype, sizes, strides, None, nbytes, lazy))
+
+
 class _CallInputs:
     """One call's inputs in the protocol's terms: the storages its tensors view, a layout per tensor
     input (None for a Python value), the tensors themselves (CPU inputs copied to the device).
@@ -118,7 +125,7 @@ class _CallInputs:
                 t = program.on_device(ph, a, device)
                 lay = self.storages.of_tensor(t)
                 offsets.append(lay.offset)
-                lay = lay._replace(offset=None)
+                lay = _without_offset(lay)
                 self.tensors.append(t)
                 self.layouts.append(lay)
                 self.statics.append(None)
@@ -134,7 +141,7 @@ class _CallInputs:
             lay = self.storages.of_tensor(c) if c is not None else None
             if lay is not None:
                 offsets.append(lay.offset)
-                lay = lay._replace(offset=None)
+                lay = _without_offset(lay)
             self.constant_layouts.append(lay)
         sig.extend(self.constant_layouts)
         self.offsets = np.array(offsets, np.int64)

@@ -61,6 +61,44 @@ def _grouped(query, key, value):
     return q, k, v, (B, Hq, L, S, squeeze)
 
 
+def _forward_mha(query, key, value, attn_bias, is_causal, scale):
+    """The forward for as many key/value heads as query heads, in 4-d (B, H, L, S): the grouped 5-d
+    form's unit group axis makes XLA's CPU backend copy the whole score matrix into another layout
+    after the first product (and again inside the softmax), a third of attention's time on FLUX.2.
+    -> float32 o (B, H, L, Ev), lse (B, H, L)."""
+    q = opmath(query).astype(_F32)
+    k = opmath(key).astype(_F32)
+    v = opmath(value).astype(_F32)
+    B, H, L, E = q.shape
+    S = k.shape[2]
+    sc = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    raw = _einsum("bhle,bhse->bhls", q, k)
+    s = raw * sc
+    if attn_bias is not None:
+        bias = jnp.broadcast_to(attn_bias, (B, H, L, S))
+        if bias.dtype == np.bool_:
+            s = jnp.where(bias, s, -jnp.inf)
+        else:
+            s = s + opmath(bias).astype(_F32)
+    if is_causal:
+        s = jnp.where(jnp.tril(jnp.ones((L, S), np.bool_)), s, -jnp.inf)
+    if attn_bias is None and not is_causal and sc > 0:
+        # rounding is monotonic, so max(raw * sc) == max(raw) * sc exactly; the max then reads the
+        # product as it comes out (no scaled copy of the scores made for the reduction)
+        m = jnp.max(raw, axis=-1, keepdims=True) * sc
+    else:
+        m = jnp.max(s, axis=-1, keepdims=True)
+    m = jnp.where(jnp.isinf(m), jnp.zeros((), _F32), m)
+    p = jnp.exp(s - m)
+    denom = jnp.sum(p, axis=-1, keepdims=True)
+    lse = (jnp.log(denom) + m)[..., 0]
+    if _cpu_flash_rounds(query, value):
+        p = p.astype(query.dtype).astype(_F32)
+    o = _einsum("bhls,bhse->bhle", p, v)
+    o = o / jnp.where(denom == 0, jnp.ones((), _F32), denom)  # fully masked rows give 0
+    return o, lse
+
+
 def _scores(q, k, attn_bias, is_causal, scale, dims):
     """Masked, biased scores (B, Hk, G, L, S) in float32."""
     B, Hq, L, S, squeeze = dims
@@ -107,6 +145,10 @@ def _scaled_dot_product_fused_attention_overrideable(
     query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale
 ):
     _check_dropout(dropout_p)
+    if query.ndim == 4 and key.ndim == 4 and query.shape[1] == key.shape[1]:
+        o, lse = _forward_mha(query, key, value, attn_bias, is_causal, scale)
+        zero = jnp.zeros((), _I64)
+        return (o.astype(query.dtype), lse, None, None, query.shape[2], key.shape[2], zero, zero, None)
     q, k, v, dims = _grouped(query, key, value)
     B, Hq, L, S, squeeze = dims
     s = _scores(q, k, attn_bias, is_causal, scale, dims)
