@@ -147,18 +147,20 @@ def main() -> int:
     _, warm = timed(lambda: run(cpu_pipe, "cpu, warm call"))
     modes["cpu"] = {"first": first, "warm": warm}
 
-    log(f'\n[eager] pipe.to("neuron"), then the same call: each op compiles the first time it runs')
+    log(f'\n[eager] pipe.to("neuron"), then the same call: ops queue and each run of them compiles the first time')
     torch_neuronx.clear_op_tracking()
     _, secs = timed(lambda: pipe.to("neuron"))
     log(f"  moved to neuron in {secs:.2f} s")
     counts = Counts()
     got, first = timed(lambda: run(pipe, "eager, first call"))
     c = counts.since()
-    log(f"  first call {first:.2f} s: {c['ops_compiled']} op executables compiled ({c['ops_compile_s']:.2f} s of it), "
-        f"{c['ops_loaded']} loaded from the disk cache")
+    log(f"  first call {first:.2f} s: {c['runs_compiled']} fused runs and {c['ops_compiled']} ops compiled "
+        f"({c['runs_compile_s'] + c['ops_compile_s']:.2f} s of it), {c['runs_loaded']} runs and {c['ops_loaded']} ops "
+        f"loaded from the disk cache")
     counts = Counts()
     got, warm = timed(lambda: run(pipe, "eager, warm call"))
-    log(f"  warm call {warm:.2f} s ({counts.since()['ops_compiled']} compiled)")
+    c2 = counts.since()
+    log(f"  warm call {warm:.2f} s ({c2['runs_compiled'] + c2['ops_compiled']} compiled)")
     modes["eager"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want)}
 
     log('\n[compiled] pipe.transformer.compile(backend="neuron", fullgraph=True, dynamic=False)')
@@ -185,16 +187,19 @@ def main() -> int:
         log(metrics.report())
 
     log(f"\nreport: {size}, the same CPU generator seed ({args.seed}) for every mode")
-    log(f"  {'mode':9s} {'first call':>10s} {'warm call':>10s}  {'compiled':24s} "
-        f"{'from disk cache':16s} {'max |diff|':>10s} {'relative':>9s}")
+    log(f"  {'mode':9s} {'first call':>10s} {'warm call':>10s}  {'compiled':32s} "
+        f"{'from disk cache':26s} {'max |diff|':>10s} {'relative':>9s}")
     for mode, r in modes.items():
         cells = "-", "-", "", ""
         if "counts" in r:
             c = r["counts"]
-            compiled = plural(c["ops_compiled"], "op") + (", " + plural(c["graphs_compiled"], "graph") if mode == "compiled" else "")
-            loaded = plural(c["ops_loaded"], "op") + (", " + plural(c["graphs_loaded"], "graph") if mode == "compiled" else "")
+            graphs = mode == "compiled"
+            compiled = ", ".join([plural(c["runs_compiled"], "run"), plural(c["ops_compiled"], "op")]
+                                 + ([plural(c["graphs_compiled"], "graph")] if graphs else []))
+            loaded = ", ".join([plural(c["runs_loaded"], "run"), plural(c["ops_loaded"], "op")]
+                               + ([plural(c["graphs_loaded"], "graph")] if graphs else []))
             cells = compiled, loaded, f"{r['diff'][0]:.2e}", f"{r['diff'][1]:.2e}"
-        log(f"  {mode:9s} {r['first']:9.2f}s {r['warm']:9.2f}s  {cells[0]:24s} {cells[1]:16s} "
+        log(f"  {mode:9s} {r['first']:9.2f}s {r['warm']:9.2f}s  {cells[0]:32s} {cells[1]:26s} "
             f"{cells[2]:>10s} {cells[3]:>9s}")
     log(f"  fallback ops: {fallbacks if fallbacks else 'none'}")
     log(f"  image (compiled, neuron) saved to {args.output}")

@@ -188,7 +188,7 @@ class GraphProgram:
 
     def __call__(self, *args):
         devices.check_not_forked()  # a cached executable reaches the device without asking `devices`
-        storage.sync()
+        storage.sync("compiled graph")
         device = self._device(args)
         inputs = _CallInputs(self, args, device)
         exe = self._executable(inputs, device)
