@@ -93,12 +93,17 @@ def test_synchronize_and_an_op_with_value_checks_end_the_run():
     torch.neuron.synchronize()
     assert storage.queued is None and metrics.fusion_stats()["ended_by"] == {"synchronize": 1}
     z = y * 3
-    picked = z[idx]  # index checks its values on the device: it runs on its own, after the queue
-    ended = metrics.fusion_stats()["ended_by"]
-    assert any(r.startswith("unfused op aten.index") for r in ended), ended
+    picked = z[idx]  # index checks its values on the device: the run ends with it
+    assert storage.queued is None
+    stats = metrics.fusion_stats()
+    assert stats["ended_by"] == {"synchronize": 1, "value checks of aten.index.Tensor": 1}, stats
+    assert stats["max_ops_per_run"] == 2  # z and the index, one launch
     torch.testing.assert_close(picked.cpu(), ((x.cpu() + 1) * 3)[[4, 0]])
-    with pytest.raises(IndexError):
-        z[torch.tensor([7], device="neuron")]
+    bad = torch.tensor([7], device="neuron")
+    w = z * 2
+    with pytest.raises(IndexError, match="aten.index.Tensor: index out of bounds for dimension 0 with size 5"):
+        w[bad]  # raised by its own call, as on the CPU
+    torch.testing.assert_close(w.cpu(), (x.cpu() + 1) * 6)  # what ran before it stands
 
 
 def test_a_run_is_cached_by_its_signature():

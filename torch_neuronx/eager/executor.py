@@ -11,9 +11,9 @@ through one happen inside the op's executable (`ops.protocol`).
 
 On a cache miss the op runs once on meta tensors of the same layout: that gives PyTorch's own
 shape checks and error messages, its result dtypes and its output strides; then its program is
-traced to a jaxpr. With eager fusion on (`fusion`), a traced op without value checks is queued, not
-compiled: its jaxpr is replayed inside its run's executable. Otherwise its executable is compiled
-from the jaxpr (and stored on disk).
+traced to a jaxpr. With eager fusion on (`fusion`), a traced op is queued, not compiled: its jaxpr
+is replayed inside its run's executable (an op with value checks ends its run). Otherwise its
+executable is compiled from the jaxpr (and stored on disk).
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Entry:
     cache keeps beside the executable: `meta`), and its traced jaxpr where it was traced in this
     process (what a fused run replays). `fn` is None until the op first runs on its own."""
 
-    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "checks", "key", "jaxpr", "out_avals", "fusable")
+    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "checks", "key", "jaxpr", "out_avals")
 
     def __init__(self, fn, fresh, returns, write_slots, checks, device, key, jaxpr=None):
         self.fn = fn
@@ -77,7 +77,6 @@ class Entry:
         self.jaxpr = jaxpr
         # each output buffer's (shape, dtype): what a queued op's Pending buffers say
         self.out_avals = None if jaxpr is None else [(tuple(a.shape), a.dtype) for a in jaxpr.out_avals]
-        self.fusable = jaxpr is not None and not self.checks  # a value check waits for its own launch
 
     def meta(self) -> tuple:
         return (self.fresh, self.returns, self.write_slots, self.checks)
@@ -250,11 +249,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             return run(spec, args, kwargs)
     _executed[spec.name] += 1
     if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
-        if not entry.fusable and entry.jaxpr is None and not entry.checks:  # compiled before fusion was on
+        if entry.jaxpr is None:  # compiled before fusion was on, or loaded from disk
             if not _trace_into(spec, args, kwargs, call, buffers, entry):
                 return run(spec, args, kwargs)
-        if entry.fusable:
-            return _enqueue(spec, args, kwargs, call, entry)
+        return _enqueue(spec, args, kwargs, call, entry)
     if storage.queued is not None:  # an op on its own: what is queued runs first
         storage.queued(f"unfused op {spec.name}")
         get = _BUFFERS.get
@@ -573,8 +571,8 @@ class _OpProgram:
 
 
 def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
-    """The entry of a signature this process does not hold. Queued under fusion: traced (meta call
-    and jaxpr), no XLA. Otherwise from the disk cache (no meta call, no trace, no XLA: what was
+    """The entry of a signature this process does not hold. Under fusion: traced (meta call and
+    jaxpr), no XLA. Otherwise from the disk cache (no meta call, no trace, no XLA: what was
     learned compiling it came with it), else traced, compiled and stored there. None: out= tensors
     were resized (describe the call again)."""
     cache = executable_cache()
@@ -595,14 +593,10 @@ def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
         plan, value_checks, jaxpr = traced
         entry = Entry(None, plan.fresh, plan.returns, plan.write_slots, value_checks, device, value_key(key), jaxpr)
         nbytes = 0
-        if not (fuse and entry.fusable):  # it runs on its own: its executable now
-            found = cache.load("op", spec.name, key) if fuse else None
-            if found is not None:
-                entry.fn, nbytes = found.executable, found.nbytes
-            else:
-                entry.fn = _compile_entry(spec, entry, call, buffers)
-                metrics.compiled(spec.name, time.perf_counter() - start)
-                nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)
+        if not fuse:  # it runs on its own: its executable now
+            entry.fn = _compile_entry(spec, entry, call, buffers)
+            metrics.compiled(spec.name, time.perf_counter() - start)
+            nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)
     cache.put(key, entry, nbytes)
     return entry
 

@@ -29,6 +29,7 @@ import torch
 
 from .. import metrics
 from ..cache import executable_cache
+from ..ops import checks
 from ..runtime import devices, storage, streams
 from ..runtime.lazy_jax import jax
 
@@ -190,7 +191,9 @@ def enqueue(spec, call, entry, scalars, probes, fresh_keys):
         q.sig.append((entry.key, slot_map))
         q.scalars.extend(scalars)
         q.probes.extend(probes)
-        if len(q.ops) >= _max_ops:
+        if entry.checks:  # its value checks: the run ends with it, and its call raises what fails
+            _flush(f"value checks of {spec.name}")
+        elif len(q.ops) >= _max_ops:
             _flush("length bound")
 
 
@@ -245,7 +248,13 @@ def _flush(reason: str) -> None:
             _BUFFERS[k] = buf
     storage.queued = None  # only now: a reader that found it set waits on the lock for these buffers
     metrics.fused_run(n_ops, reason)
+    last = q.ops[-1].entry
     q.clear()
+    if last.checks:  # the last op's failure flags came out last (its writes are stored, as op by op)
+        failed = checks.first_failure(outs[-1], last.checks)
+        if failed is not None:
+            error, message = failed
+            raise error(f"{last.key[1]}: {message}")
 
 
 def _lose(q, live, error) -> None:
@@ -288,6 +297,7 @@ def _compile(q, live, device):
     from jax.extend.core import jaxpr_as_fun
 
     ops = [(jaxpr_as_fun(op.entry.jaxpr), op.slot_map, op.n_scalars, op.fresh, op.writes) for op in q.ops]
+    flags = bool(q.ops[-1].entry.checks)  # only the last op of a run has value checks
     n_storages = len(q.current)
     external = list(q.external)
     n_ext = len(external)
@@ -309,7 +319,7 @@ def _compile(q, live, device):
                 env[r] = v
             for r, v in zip(writes, outs[len(fresh):]):
                 env[r] = v
-        return tuple(env[r] for r in outputs)
+        return tuple(env[r] for r in outputs) + ((outs[-1],) if flags else ())
 
     donate = tuple(i for i, r in enumerate(external) if r in q.written)
     with devices.on_device(device):
