@@ -73,14 +73,16 @@ def _aot(gm, example_inputs, name, reason):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
-    rejected = cpu_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
-    if rejected is not None:
-        return cpu_checks.Raises(rejected)
     record = shortcut.key_of(gm, example_inputs)
     if record is not None:  # AOTAutograd's graph for these inputs, stored by an earlier process
+        # which ran the CPU's checks on this graph and these inputs first (a rejected graph stores
+        # nothing; the checks' code is in the entry's key): they passed, and are not run again
         forward = shortcut.load(record, name, reason)
         if forward is not None:
             return forward
+    rejected = cpu_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
+    if rejected is not None:
+        return cpu_checks.Raises(rejected)
 
     def compiler(kind):
         def compile_graph(graph_module, inputs):
