@@ -97,6 +97,8 @@ def _instrument_compile(timers: _Timers):
     timers.wrap(cpu_checks, "first_error", "cpu checks")
     timers.wrap(shortcut, "key_of", "aot shortcut key")
     timers.wrap(shortcut, "remember", "aot shortcut record")
+    if hasattr(shortcut, "finish_records"):  # the record's thread: what the first call still waits for
+        timers.wrap(shortcut, "finish_records", "aot record wait")
     timers.wrap(graph.GraphProgram, "__init__", "graph setup")
     timers.wrap(graph.GraphProgram, "__call__", "graph call")
     timers.wrap(graph.GraphProgram, "_compile", "lowering+xla")
