@@ -189,3 +189,31 @@ def test_float8_storage_and_casts(dtype):
 def test_float_to_int_conversion_matches_cpu_out_of_range(dtype):
     x = torch.tensor([1e6, -1e6, float("nan"), float("inf"), -float("inf"), 3e9, 3.7, -0.7, -3.7])
     assert torch.equal(x.to("neuron").to(dtype).cpu(), x.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64], ids=str)
+def test_host_reads_copy_once_and_views_launch_nothing_on_the_cpu_platform(dtype):
+    """A host read is one copy into memory the caller owns; on the CPU platform (the host sees the
+    device buffer) a view, an element's `.item()` and a whole tensor are read there, with no launch."""
+    from torch_neuronx import metrics
+    from torch_neuronx.runtime import transfer
+
+    x = _sample(dtype, (6, 8))
+    d = x.to("neuron")
+    views = [lambda t: t, lambda t: t[1:4, ::3], lambda t: t.t(), lambda t: t[2], lambda t: t[:, 5]]
+    metrics.clear_op_tracking()
+    for view in views:
+        got = view(d).cpu()
+        assert torch.equal(got, view(x))
+        assert got.data_ptr() != 0 and got.untyped_storage().nbytes() == got.numel() * got.element_size()
+    assert d[2, 3].item() == x[2, 3].item() and type(d[2, 3].item()) is type(x[2, 3].item())
+    assert d[4:5, 7].item() == x[4:5, 7].item()
+    if transfer.host_views_device():
+        assert metrics.get_executed_ops() == {}, metrics.get_executed_ops()
+    assert metrics.host_reads()["reads"] == len(views) + 3
+    # the copy is the caller's: writing it never reaches the device buffer
+    mine = d.cpu()
+    mine.zero_()
+    assert torch.equal(d.cpu(), x)
+    if dtype.is_complex:  # a lazy conjugate is read through the device (one clone launch)
+        assert torch.equal(d.conj()[1:3].cpu().resolve_conj(), x.conj()[1:3].resolve_conj())

@@ -79,8 +79,15 @@ def environment(platform: str, device_kind: str, versions: tuple | None = None) 
 
 
 def entry_key(environment: tuple, kind: str, value_key: tuple) -> bytes:
-    """The bytes an entry is stored under (its digest names the file; the bytes are in its header)."""
-    return key_bytes((environment, kind, value_key))
+    """The bytes an entry is stored under (its digest names the file; the bytes are in its header):
+    `key_bytes((environment, kind, value_key))`, with the environment's part spelled once a process
+    (a triple is spelled as its parts' spellings in a row, between its header and its end)."""
+    return b"".join((b"tuple[3](", _spelled(environment), key_bytes(kind), key_bytes(value_key), b");"))
+
+
+@functools.lru_cache(maxsize=8)
+def _spelled(environment: tuple) -> bytes:
+    return key_bytes(environment)
 
 
 def digest(key: bytes) -> str:

@@ -73,20 +73,22 @@ def _aot(gm, example_inputs, name, reason):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
-    rejected = cpu_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
-    if rejected is not None:
-        return cpu_checks.Raises(rejected)
     record = shortcut.key_of(gm, example_inputs)
     if record is not None:  # AOTAutograd's graph for these inputs, stored by an earlier process
+        # which ran the CPU's checks on this graph and these inputs first (a rejected graph stores
+        # nothing; the checks' code is in the entry's key): they passed, and are not run again
         forward = shortcut.load(record, name, reason)
         if forward is not None:
             return forward
+    rejected = cpu_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
+    if rejected is not None:
+        return cpu_checks.Raises(rejected)
 
     def compiler(kind):
         def compile_graph(graph_module, inputs):
             program = program_for(graph_module, f"{name}_{kind}", kind, reason)
-            if kind == "inference" and record is not None:
-                shortcut.remember(record, graph_module, program.name)
+            if kind == "inference" and record is not None and shortcut.remember(record, graph_module, program.name):
+                return make_boxed_func(_RecordedOnFirstCall(program))
             return make_boxed_func(program)
 
         return compile_graph
@@ -104,6 +106,27 @@ def _aot(gm, example_inputs, name, reason):
     except Exception as e:
         raise NEFFCompilationError(f"graph {name}: {_failed_where(gm, e)}: AOTAutograd could not trace it: "
                                    f"{type(e).__name__}: {_first_line(e)}") from e
+
+
+class _RecordedOnFirstCall:
+    """A program whose AOTAutograd record is being written by a thread (`shortcut.remember`): its
+    first call (which lowers and compiles the graph meanwhile) returns once the record is written."""
+
+    def __init__(self, program):
+        self.program = program
+        self.pending = True
+
+    def __call__(self, *args):
+        if not self.pending:
+            return self.program(*args)
+        try:
+            return self.program(*args)
+        finally:
+            self.pending = False
+            shortcut.finish_records()
+
+    def __getattr__(self, name):  # the program's name, kind, ... for whoever inspects it
+        return getattr(self.program, name)
 
 
 def _failed_where(gm, e) -> str:

@@ -14,6 +14,7 @@ user's custom op is not in the digest.
 from __future__ import annotations
 
 import re
+import threading
 
 import torch
 
@@ -87,9 +88,28 @@ def _torch_owned(node) -> bool:
 
 
 def remember(key: tuple, aten_graph: torch.fx.GraphModule, name: str) -> bool:
-    """Store AOTAutograd's inference graph for `key`, if its run-time wrapper does nothing."""
+    """Store AOTAutograd's inference graph for `key`, if its run-time wrapper does nothing.
+
+    Pickling the graph (GraphPickler: every node's fake value) costs as much as a tenth of a cold
+    first call, and nothing in this process needs the record: it is written by a thread of its own,
+    which runs while the graph's first call lowers it and XLA compiles it (XLA drops the GIL).
+    `finish_records()` waits for it; the backend calls it when the graph's first call returns, so a
+    record exists once the call that made it has returned (and at the latest when the process
+    exits: the thread is not a daemon)."""
     if not _wrapper_does_nothing(aten_graph):
         return False
+    thread = threading.Thread(target=_store, args=(key, aten_graph, name), name="torch_neuronx-aot-record")
+    with _pending_lock:
+        _pending.append(thread)
+    thread.start()
+    return True
+
+
+_pending: list[threading.Thread] = []
+_pending_lock = threading.Lock()
+
+
+def _store(key: tuple, aten_graph: torch.fx.GraphModule, name: str) -> bool:
     from torch.fx._graph_pickler import GraphPickler, Options
 
     try:
@@ -97,6 +117,16 @@ def remember(key: tuple, aten_graph: torch.fx.GraphModule, name: str) -> bool:
     except Exception:  # an op or a value GraphPickler refuses: AOTAutograd runs again next time
         return False
     return cache.executable_cache().save_record(KIND, name, key, body)
+
+
+def finish_records() -> None:
+    """Wait until every record this process started writing is written (or given up)."""
+    while True:
+        with _pending_lock:
+            if not _pending:
+                return
+            thread = _pending.pop()
+        thread.join()
 
 
 def _wrapper_does_nothing(aten_graph) -> bool:

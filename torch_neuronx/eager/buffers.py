@@ -6,6 +6,7 @@ executable reads or writes the view inside itself.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .. import metrics
@@ -41,20 +42,58 @@ def device_array(t: torch.Tensor):
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous CPU copy of a neuron tensor (waits for the device). A whole storage's buffer is
-    read as it is and shaped, or reinterpreted (a dtype view such as view_as_real), on the host: no
-    launch, where a jax reshape or bitcast is a dispatch and a compile per new shape."""
+    """A contiguous CPU copy of a neuron tensor (waits for the device): exactly one copy, into memory
+    the caller owns (writing it never touches the device buffer). A whole storage's buffer is read as
+    it is and shaped, or reinterpreted (a dtype view such as view_as_real), on the host: no launch,
+    where a jax reshape or bitcast is a dispatch and a compile per new shape. On the CPU platform,
+    where the host sees the device buffer itself, a view is read there too (strided, from the
+    buffer's memory): no `clone` launch, no compile for a new view layout."""
     if t.numel() == 0:
         return torch.empty(t.shape, dtype=t.dtype)
+    host = _host_values(t)
+    if host is None:
+        host = transfer.host_view(device_flat(t))
+    metrics.host_read(t.numel() * t.element_size())
+    return transfer.copy_to_torch(host, t.shape, t.dtype)
+
+
+def item(t: torch.Tensor):
+    """`t.item()` of a one-element neuron tensor: the element read on the host, no copy of the tensor
+    (on the CPU platform none at all: the buffer's memory is read in place)."""
+    host = _host_values(t) if t.numel() == 1 else None
+    if host is None:
+        return to_host(t).item()
+    metrics.host_read(t.element_size())
+    value = host.reshape(-1)[0]
+    if t.dtype in _NO_NUMPY_ITEM:
+        value = float(value)
+    return value.item() if hasattr(value, "item") else value
+
+
+def _host_values(t: torch.Tensor):
+    """`t`'s values as host numpy of `t`'s shape (read-only, any layout, over the device buffer on
+    the CPU platform) when they can be read without a launch; else None. Waits for the buffer."""
     storage.sync("host read")
-    key = storage.whole_storage_key(t)
-    buf = storage.BUFFERS.get(key) if key else None
+    key, nbytes, sizes, strides, offset = storage.tensor_layout(t)
+    buf = storage.BUFFERS.get(key)
+    if buf is None:  # never written: zeros, made on the device (device_flat)
+        return None
+    esize = t.element_size()
     # a buffer is flat: its length from the shape (jax's nbytes property costs ~10 µs a call)
-    if buf is None or buf.shape[0] * buf.dtype.itemsize != t.numel() * t.element_size():
-        buf = device_flat(t)
-    host = transfer.to_host(buf)
-    metrics.host_read(host.nbytes)
-    return transfer.numpy_to_torch(host.view(transfer.to_numpy_dtype(t.dtype))).reshape(t.shape)
+    held = buf.shape[0] * buf.dtype.itemsize
+    if offset == 0 and t.numel() * esize == nbytes == held and t.is_contiguous() and not (t.is_conj() or t.is_neg()):
+        return transfer.typed_flat(transfer.host_view(buf), t.dtype)  # the whole storage
+    if not transfer.host_views_device() or t.is_conj() or t.is_neg():
+        return None
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+    if extent * esize > held:  # past a shorter buffer's end (after a resize): those read as zeros
+        return None
+    flat = transfer.typed_flat(transfer.host_view(buf), t.dtype)
+    return np.ndarray(tuple(sizes), flat.dtype, buffer=flat, offset=offset * esize,
+                      strides=tuple(s * esize for s in strides))
+
+
+_NO_NUMPY_ITEM = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def copy_into(dst: torch.Tensor, arr) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from ..runtime import transfer
 from . import executor
-from .buffers import copy_into, device_array, to_host
+from .buffers import copy_into, device_array, item, to_host
 from .specs import spec_for
 
 aten = torch.ops.aten
@@ -69,4 +69,4 @@ def _dense(t) -> bool:
 
 
 def local_scalar_dense(self):
-    return to_host(self).item()
+    return item(self)

@@ -31,6 +31,12 @@ def load():
 
         # PyTorch's dtype rules: int64 and float64 stay exact, never silently downcast.
         jax.config.update("jax_enable_x64", True)
+        # jax's persistent compilation cache is on by default even with no folder to keep it in: it
+        # then hashes every program it compiles (its IR canonicalized, ~1 ms an eager op, more for a
+        # graph) for a cache that is never read. Executables persist in our own cache; a folder set
+        # for jax's (JAX_COMPILATION_CACHE_DIR, or jax.config before the first device use) keeps it.
+        if not os.environ.get("JAX_COMPILATION_CACHE_DIR") and jax.config.jax_compilation_cache_dir is None:
+            jax.config.update("jax_enable_compilation_cache", False)
         _jax = jax
         return jax
 

@@ -135,6 +135,55 @@ def to_host(arr) -> np.ndarray:
         return m.done(np.asarray(arr))
 
 
+def host_view(arr) -> np.ndarray:
+    """`arr`'s values on the host, read-only, once it is computed. On the CPU platform this is a view
+    of the device buffer itself (no copy; the array holds a reference that keeps the buffer alive),
+    elsewhere jax's one host copy. (`np.asarray` is jax's fastest way there: ~1 µs, where
+    `__array__`, `_value`, the PJRT buffer's `__dlpack__` take 4 to 7.)"""
+    check_not_forked()
+    with profiling.moved("neuron::device_to_host", arr) as m:
+        return m.done(np.asarray(arr))
+
+
+_VIEWS_DEVICE: list = []
+
+
+def host_views_device() -> bool:
+    """Whether `host_view` is the device buffer itself (the CPU platform), so that reading a whole
+    buffer to the host costs nothing and a view of it can be read there, with no launch."""
+    if not _VIEWS_DEVICE:
+        _VIEWS_DEVICE.append(jax_device(0).platform == "cpu")
+    return _VIEWS_DEVICE[0]
+
+
+# a host read below this size is copied by numpy as it likes (16-byte aligned); above it, into memory
+# aligned for XLA, so that handing it back to the device (`hand_to_device`) copies nothing
+_ALIGN_FROM = 1 << 20
+
+
+def copy_to_torch(host: np.ndarray, shape, dtype: torch.dtype) -> torch.Tensor:
+    """A new contiguous CPU tensor of `shape` and `dtype` holding `host` (numpy of the same number of
+    elements, any layout; read-only is fine): the one copy of a host read, into memory the tensor
+    owns (through numpy's array; ~2 µs for 16 KB, where torch.empty and a copy take 6)."""
+    shape = tuple(shape)
+    host = host.reshape(shape)
+    out = np.array(host, order="C") if host.nbytes < _ALIGN_FROM else _aligned_copy(host)
+    if dtype in _NO_NUMPY:
+        tview, nview = _VIEW_AS_INT[out.dtype.itemsize]
+        return torch.from_numpy(out.view(nview)).view(dtype)
+    return torch.from_numpy(out)
+
+
+def typed_flat(host: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """A flat host buffer's bytes as `dtype` (a storage read through a tensor of another dtype, such as
+    view_as_real's): as many whole elements as it holds."""
+    np_dtype = np.dtype(to_numpy_dtype(dtype))
+    if host.dtype == np_dtype:
+        return host
+    raw = host.reshape(-1).view(np.uint8)
+    return raw[:raw.shape[0] - raw.shape[0] % np_dtype.itemsize].view(np_dtype)
+
+
 def between_devices(arr, index: int):
     with profiling.moved("neuron::device_to_device", index) as m:
         return m.done(jax.device_put(arr, jax_device(index)))
