@@ -64,27 +64,10 @@ class _Timers:
 
 
 def _tiny_flux():
-    import torch
-    from diffusers import Flux2Transformer2DModel
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from flux_small import build_tiny, inputs_tiny
 
-    torch.manual_seed(0)
-    model = Flux2Transformer2DModel(
-        patch_size=1, in_channels=16, num_layers=2, num_single_layers=4, attention_head_dim=32,
-        num_attention_heads=4, joint_attention_dim=64, timestep_guidance_channels=64, axes_dims_rope=(8, 8, 8, 8),
-    ).eval()
-    n, t = 256, 32
-    g = torch.Generator().manual_seed(1)
-    side = int(n ** 0.5)
-    img_ids = torch.zeros(n, 4)
-    img_ids[:, 1], img_ids[:, 2] = torch.arange(n) // side, torch.arange(n) % side
-    txt_ids = torch.zeros(t, 4)
-    txt_ids[:, 3] = torch.arange(t)
-    inputs = dict(
-        hidden_states=torch.randn(1, n, 16, generator=g), encoder_hidden_states=torch.randn(1, t, 64, generator=g),
-        timestep=torch.tensor([0.5]), guidance=torch.tensor([3.5]), img_ids=img_ids, txt_ids=txt_ids,
-        return_dict=False,
-    )
-    return model, inputs
+    return build_tiny(), inputs_tiny()
 
 
 def _instrument_compile(timers: _Timers):

@@ -26,6 +26,11 @@ def build_tiny():
     return build(2, 4, TINY)
 
 
+def inputs_tiny(n=256, t=32):
+    """The tiny model's inputs: 256 image and 32 text tokens by default (issue 14's figures)."""
+    return inputs(n, t, TINY["in_channels"], TINY["joint_attention_dim"])
+
+
 def inputs(n, t, channels=SMALL["in_channels"], text_dim=SMALL["joint_attention_dim"]):
     g = torch.Generator().manual_seed(1)
     side = int(n ** 0.5)

@@ -14,6 +14,13 @@ from torch_neuronx.eager import fusion
 from torch_neuronx.runtime import storage
 
 
+@pytest.fixture(autouse=True)
+def _fusion_on():
+    """These tests are about fusion: on, also when the suite runs with TORCH_NEURONX_EAGER_FUSION=0."""
+    with fusion.setting(True):
+        yield
+
+
 def _program(x, y, w):
     """Fresh results, in-place writes, writes through views, a view read after its base changed."""
     a = x * y + 1.5
@@ -120,6 +127,7 @@ def test_a_run_is_cached_by_its_signature():
 
 def test_the_length_bound_ends_a_run(monkeypatch):
     monkeypatch.setenv(fusion.MAX_OPS_ENV, "4")
+    monkeypatch.setenv(fusion.ENV, "1")
     fusion.reload_settings()
     try:
         x = torch.ones(3, device="neuron")
@@ -200,7 +208,8 @@ def test_off_by_environment_and_runs_load_from_disk(tmp_path):
         return float(value), int(runs), int(compiled), int(loaded)
 
     expected = (torch.arange(6.0) * 3 + 1).cos().sum().item()
-    first, again, off = child(), child(), child(TORCH_NEURONX_EAGER_FUSION="0")
+    first, again = child(TORCH_NEURONX_EAGER_FUSION="1"), child(TORCH_NEURONX_EAGER_FUSION="1")
+    off = child(TORCH_NEURONX_EAGER_FUSION="0")
     assert first[1:] == (1, 1, 0)  # one run (the four ops), compiled
     assert again[1:] == (1, 0, 1)  # a new process loads it from disk
     assert off[1:] == (0, 0, 0)  # off: every op its own launch

@@ -30,7 +30,7 @@ from ..ops.cpu_messages import named
 from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
-                            TensorLayout, fresh_storage, wrap)
+                            TensorLayout, fresh_storage)
 from ..runtime import config, devices, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax, jnp
 from . import fusion, host_draws
@@ -308,10 +308,15 @@ def _enqueue(spec, args, kwargs, call, entry):
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
     fusion.enqueue(spec, call, entry, scalars, probes, [_storage_key(t) for t in fresh])
+    return _results(spec, args, kwargs, entry, fresh)
+
+
+def _results(spec, args, kwargs, entry, fresh):
+    """The call's return value, given its fresh result tensors."""
     results = []
     for kind, what in entry.returns:
         if kind == _FRESH:
-            results.append([fresh[i] for i in what] if type(what) is list else fresh[what])
+            results.append([fresh[i] for i in what] if type(what) is list else fresh[what])  # Tensor[] or Tensor
         elif kind == _ARGUMENT:
             results.append(spec.arg_value(args, kwargs, what))
         else:
@@ -342,33 +347,17 @@ def _launch_error(op_name: str, device: int, e: Exception) -> Exception:
 
 
 def _finish(spec, args, kwargs, call, entry, outs):
-    fresh = outs[: len(entry.fresh)]
+    n_fresh = len(entry.fresh)
     if entry.write_slots:
-        call.store(entry.write_slots, outs[len(entry.fresh):])
-    results = []
-    for kind, what in entry.returns:
-        if kind == _FRESH:
-            if type(what) is list:  # a Tensor[] return
-                results.append([_fresh_tensor(entry, i, fresh) for i in what])
-            else:
-                sizes, strides, dtype = entry.fresh[what]  # `wrap`, written out (hot path)
-                t = _empty_strided(sizes, strides, dtype=dtype, device=entry.device)
-                k = _storage_key(t)
-                if k:
-                    _BUFFERS[k] = fresh[what]
-                results.append(t)
-        elif kind == _ARGUMENT:
-            results.append(spec.arg_value(args, kwargs, what))
-        else:
-            results.append(what)
-    if spec.single_return:
-        return results[0]
-    return tuple(results)
-
-
-def _fresh_tensor(entry, i, fresh):
-    sizes, strides, dtype = entry.fresh[i]
-    return wrap(fresh[i], sizes, strides, dtype, entry.device)
+        call.store(entry.write_slots, outs[n_fresh:])
+    fresh = []
+    for (sizes, strides, dtype), buf in zip(entry.fresh, outs[:n_fresh]):
+        t = _empty_strided(sizes, strides, dtype=dtype, device=entry.device)  # `wrap`, written out (hot path)
+        k = _storage_key(t)
+        if k:
+            _BUFFERS[k] = buf
+        fresh.append(t)
+    return _results(spec, args, kwargs, entry, fresh)
 
 
 # ----------------------------------------------------------------------------------------------

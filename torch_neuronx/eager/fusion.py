@@ -77,15 +77,21 @@ def reload_settings() -> None:
 
 
 @contextlib.contextmanager
-def disabled():
-    """Every eager op its own launch inside the block (what is queued runs first)."""
+def setting(on: bool):
+    """Fusion on or off inside the block, whatever the environment says (what is queued runs first)."""
     global _enabled
     flush("settings")
-    before, _enabled = _enabled, False
+    before, _enabled = _enabled, on
     try:
         yield
     finally:
+        flush("settings")
         _enabled = before
+
+
+def disabled():
+    """Every eager op its own launch inside the block."""
+    return setting(False)
 
 
 class _Queued:
