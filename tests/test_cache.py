@@ -22,6 +22,10 @@ from torch_neuronx.compile import graph
 from torch_neuronx.eager import executor
 
 aten = torch.ops.aten
+# eager ops' own entries (kind "op"): each op its own launch here and in the children;
+# tests/test_fusion.py covers fused runs on disk (kind "run")
+pytestmark = pytest.mark.usefixtures("no_fusion")
+NO_FUSION = {"TORCH_NEURONX_EAGER_FUSION": "0"}
 
 
 @pytest.fixture
@@ -50,7 +54,7 @@ def op_entries(folder, name=None) -> list[pathlib.Path]:
 
 
 def run_python(code: str, folder, **env) -> subprocess.CompletedProcess:
-    full = {**os.environ, cache.DIR_ENV: str(folder), "PYTHONHASHSEED": "random", **env}
+    full = {**os.environ, cache.DIR_ENV: str(folder), "PYTHONHASHSEED": "random", **NO_FUSION, **env}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=full, timeout=600)
 
@@ -272,7 +276,7 @@ def test_four_processes_compile_into_one_folder_at_once(tmp_path):
     # four writers of the same entries at once (eight took twice as long on 2 cores, most of it importing
     # torch, and raced no differently: every entry is written by all of them either way)
     folder = tmp_path / "shared"
-    env = {**os.environ, cache.DIR_ENV: str(folder)}
+    env = {**os.environ, cache.DIR_ENV: str(folder), **NO_FUSION}
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(_RACE)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
     results = [p.communicate(timeout=900) for p in procs]

@@ -31,6 +31,7 @@ print(y.cpu().sum().item(), z.cpu().sum().item())
 
 def _python(args: list[str], cache_dir=None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.setdefault("TORCH_NEURONX_EAGER_FUSION", "0")  # eager ops' own entries (`run_fused` fills fused runs)
     if cache_dir is not None:
         env["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(cache_dir)
     r = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
@@ -88,6 +89,21 @@ def _set_last_use(paths, now=None) -> None:
     for i, path in enumerate(paths):
         t = now - 60 * (len(paths) - i)
         os.utime(path, (t, t))
+
+
+def test_ls_lists_fused_runs(tmp_path, capsys):
+    env_before = os.environ.get("TORCH_NEURONX_EAGER_FUSION")
+    os.environ["TORCH_NEURONX_EAGER_FUSION"] = "1"  # eager fusion, the default: the ops as one run
+    try:
+        _fill(tmp_path)
+    finally:
+        if env_before is None:
+            del os.environ["TORCH_NEURONX_EAGER_FUSION"]
+        else:
+            os.environ["TORCH_NEURONX_EAGER_FUSION"] = env_before
+    listed = _ls_json(capsys, tmp_path, "--kind", "run")
+    runs = listed["entries"] if isinstance(listed, dict) else listed
+    assert runs and all(e["kind"] == "run" and e["name"].startswith("fused run of ") for e in runs), runs
 
 
 def test_ls_lists_eager_ops_and_graphs(cache_dir, capsys):

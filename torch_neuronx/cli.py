@@ -16,7 +16,7 @@ import time
 from . import cache
 from .cache.store import DiskStore
 
-KINDS = ("op", "graph", "aot", "probe")
+KINDS = ("op", "run", "graph", "aot", "probe")
 
 
 def main(argv: list[str] | None = None) -> int:
