@@ -120,6 +120,8 @@ def synchronize(device: int | None = None) -> None:
     devices.check_not_forked()
     sync("synchronize")
     for buf in list(BUFFERS.values()):
+        if isinstance(buf, Pending):  # Lost: its run failed and raised; nothing to wait for
+            continue
         if device is not None and devices.index_of(buf) != device:
             continue
         buf.block_until_ready()
