@@ -95,11 +95,13 @@ def _instrument_eager(timers: _Timers):
     import jax
 
     from torch_neuronx.cache import ExecutableCache
-    from torch_neuronx.eager import executor
+    from torch_neuronx.eager import executor, fusion
 
     timers.wrap(executor, "_load_or_compile", "first calls")
     timers.wrap(executor, "_meta_call", "meta")
-    timers.wrap(executor, "_compile_program", "lowering+xla")
+    timers.wrap(executor, "_trace", "trace")  # the meta call and the op's jaxpr
+    timers.wrap(executor, "_compile_entry", "lowering+xla")  # an op's own executable (fusion off)
+    timers.wrap(fusion, "_compile", "lowering+xla")  # a fused run's executable
     timers.wrap(jax.stages.Lowered, "compile", "xla")
     timers.wrap(ExecutableCache, "save", "cache write")
     timers.wrap(ExecutableCache, "load", "cache load")
@@ -177,7 +179,7 @@ def child_eager() -> dict:
     out["flux first calls"] = s.get("first calls", 0.0)
     out["flux meta"] = s.get("meta", 0.0)
     out["flux xla"] = s.get("xla", 0.0)
-    out["flux lowering"] = s.get("lowering+xla", 0.0) - s.get("xla", 0.0)
+    out["flux lowering"] = s.get("lowering+xla", 0.0) - s.get("xla", 0.0) + s.get("trace", 0.0) - s.get("meta", 0.0)
     out["flux cache write"] = s.get("cache write", 0.0)
     out["flux cache probe"] = s.get("cache probe", 0.0)
     return out
@@ -208,7 +210,7 @@ def child_ops() -> dict:
             cpus.append(time.process_time() - cpu)  # all threads: XLA compiles in its own
             s = dict(timers.s)
             runs.append(took)
-            lx = s.get("lowering+xla", 0.0)
+            lx = s.get("lowering+xla", 0.0) + s.get("trace", 0.0) - s.get("meta", 0.0)
             parts["meta"].append(s.get("meta", 0.0))
             parts["xla"].append(s.get("xla", 0.0))
             parts["lowering"].append(lx - s.get("xla", 0.0))
