@@ -292,22 +292,18 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
 def _enqueue(spec, args, kwargs, call, entry):
     """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
     device = call.device
-    scalars, probes = [], []
+    scalars = []
     for s in call.scalars:
         if type(s) is _Draw:
             scalars.append(rng.draw(s.gen, device))
-            probes.append(rng.PROBE_WORDS)
         else:
             arr = _scalar_arrays.get((device, type(s), s))
             scalars.append(_scalar_array(s, device) if arr is None else arr)
-            probes.append(s)
-    fresh = []
     try:
-        for sizes, strides, dtype in entry.fresh:
-            fresh.append(_empty_strided(sizes, strides, dtype=dtype, device=entry.device))
+        fresh = [_empty_strided(sizes, strides, dtype=dtype, device=entry.device) for sizes, strides, dtype in entry.fresh]
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
-    fusion.enqueue(spec, call, entry, scalars, probes, [_storage_key(t) for t in fresh])
+    fusion.enqueue(spec, call, entry, scalars, [_storage_key(t) for t in fresh])
     return _results(spec, args, kwargs, entry, fresh)
 
 

@@ -122,8 +122,7 @@ class _Queue:
         self.inputs = []  # their buffers
         self.written = set()  # run storages some queued op writes
         self.produced = []  # run storages queued ops made or wrote, each once, in order
-        self.scalars = []  # the ops' traced scalar inputs (device arrays, Python numbers, draws)
-        self.probes = []  # what each looks like while the run is traced
+        self.scalars = []  # the ops' traced scalar inputs (weakly typed device arrays, Python numbers, draws)
         self.device = None
         self.stream = None
 
@@ -132,9 +131,9 @@ _queue = _Queue()
 _lock = threading.RLock()
 
 
-def enqueue(spec, call, entry, scalars, probes, fresh_keys):
-    """Queue one traced op: its inputs (`call`), its traced scalar inputs (and what they look like
-    to a trace), the storage keys of its fresh results. Their storages, and those it
+def enqueue(spec, call, entry, scalars, fresh_keys):
+    """Queue one traced op: its inputs (`call`), its traced scalar inputs, the storage keys of its
+    fresh results. Their storages, and those it
     writes, now hold Pending buffers."""
     with _lock:
         q = _queue
@@ -196,7 +195,6 @@ def enqueue(spec, call, entry, scalars, probes, fresh_keys):
         q.ops.append(_Queued(entry, slot_map, len(scalars), fresh, writes))
         q.sig.append((entry.key, slot_map))
         q.scalars.extend(scalars)
-        q.probes.extend(probes)
         if entry.checks:  # its value checks: the run ends with it, and its call raises what fails
             _flush(f"value checks of {spec.name}")
         elif len(q.ops) >= _max_ops:
@@ -329,4 +327,5 @@ def _compile(q, live, device):
 
     donate = tuple(i for i, r in enumerate(external) if r in q.written)
     with devices.on_device(device):
-        return jax.jit(program, donate_argnums=donate).lower(*q.inputs, *q.probes).compile()
+        # traced with this launch's own scalars: weakly typed as the op's probes were
+        return jax.jit(program, donate_argnums=donate).lower(*q.inputs, *q.scalars).compile()
