@@ -31,7 +31,7 @@ from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
                             TensorLayout, fresh_storage)
-from ..runtime import config, devices, profiling, rng, storage, streams
+from ..runtime import config, devices, executables, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax, jnp
 from . import fusion, host_draws
 from .specs import OpSpec
@@ -633,7 +633,8 @@ def _compile_entry(spec: OpSpec, entry: Entry, call: _Call, buffers):
     donate = tuple(slot_input[s] for s in entry.write_slots if s in slot_input)
     try:
         with devices.on_device(call.device):
-            return jax.jit(jaxpr_as_fun(entry.jaxpr), donate_argnums=donate).lower(*_input_avals(call, buffers)).compile()
+            lowered = jax.jit(jaxpr_as_fun(entry.jaxpr), donate_argnums=donate).lower(*_input_avals(call, buffers))
+            return executables.compile_lowered(lowered, small=True)
     except UnsupportedDtype as e:
         raise _lowering_error(spec, call, e) from None
     except Exception as e:

@@ -30,12 +30,13 @@ import torch
 from .. import metrics
 from ..cache import executable_cache
 from ..ops import checks
-from ..runtime import devices, storage, streams
+from ..runtime import devices, executables, storage, streams
 from ..runtime.lazy_jax import jax
 
 ENV = "TORCH_NEURONX_EAGER_FUSION"
 MAX_OPS_ENV = "TORCH_NEURONX_EAGER_FUSION_MAX_OPS"
 DEFAULT_MAX_OPS = 1024
+SMALL_RUN = 32  # runs of at most this many ops compile with XLA's quick options (executables.compile_lowered)
 
 _Pending = storage.Pending
 _BUFFERS = storage.BUFFERS
@@ -328,4 +329,5 @@ def _compile(q, live, device):
     donate = tuple(i for i, r in enumerate(external) if r in q.written)
     with devices.on_device(device):
         # traced with this launch's own scalars: weakly typed as the op's probes were
-        return jax.jit(program, donate_argnums=donate).lower(*q.inputs, *q.scalars).compile()
+        lowered = jax.jit(program, donate_argnums=donate).lower(*q.inputs, *q.scalars)
+        return executables.compile_lowered(lowered, small=len(ops) <= SMALL_RUN)

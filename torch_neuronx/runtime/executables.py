@@ -16,6 +16,25 @@ from .lazy_jax import jax
 FORMAT = 1  # bump when what `serialize` writes changes
 
 
+# XLA's CPU backend compiles a small program about twice as fast without its fusion emitters, and
+# runs it as fast (measured: add 26 -> 11 ms, softmax 48 -> 28 ms; a 4M-element chain 4.7 vs 5.0 ms)
+_QUICK_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def compile_lowered(lowered, small: bool):
+    """`lowered.compile()`; a `small` program (one eager op, a short fused run) with the CPU
+    backend's quick options where the platform is the CPU and this jaxlib knows them."""
+    from . import config
+
+    if small and config.platform() == "cpu":
+        try:
+            return lowered.compile(compiler_options=_QUICK_CPU_OPTIONS)
+        except Exception as e:  # a jaxlib without the option: its default
+            if "compile option" not in str(e):
+                raise
+    return lowered.compile()
+
+
 class NotSerializable(Exception):
     """The executable cannot be stored (it calls back into Python, or jax refuses)."""
 
