@@ -29,6 +29,7 @@ save or load them.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -75,10 +76,18 @@ def build_clip_tokenizer():
 
 def build_t5_tokenizer():
     """A T5Tokenizer over a Unigram vocabulary trained in memory (T5's layout: <pad>=0, </s>=1, <unk>=2)."""
+    from transformers import T5Tokenizer
+
+    return T5Tokenizer(vocab=list(_t5_vocab()), extra_ids=0, model_max_length=512)
+
+
+@functools.cache
+def _t5_vocab() -> tuple:
+    """The Unigram vocabulary, trained once a process: the trainer breaks ties between equal scores
+    differently from one training to the next, so each build of a process gives the same tokenizer."""
     import json
 
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import T5Tokenizer
 
     unigram = Tokenizer(models.Unigram())
     unigram.pre_tokenizer = pre_tokenizers.Sequence(
@@ -89,9 +98,9 @@ def build_t5_tokenizer():
         initial_alphabet=list("abcdefghijklmnopqrstuvwxyz0123456789,.'!?-"),
     )
     unigram.train_from_iterator(CORPUS, trainer=trainer)
-    vocab = [tuple(v) for v in json.loads(unigram.to_str())["model"]["vocab"]]
+    vocab = tuple(tuple(v) for v in json.loads(unigram.to_str())["model"]["vocab"])
     assert [v[0] for v in vocab[:3]] == ["<pad>", "</s>", "<unk>"], vocab[:3]
-    return T5Tokenizer(vocab=vocab, extra_ids=0, model_max_length=512)
+    return vocab
 
 
 def build_vae(seed: int):
