@@ -261,12 +261,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         entry.fn = _compile_entry(spec, entry, call, buffers)
     inputs = [b for b in buffers if b is not None]
     device = call.device
-    for s in call.scalars:
-        if type(s) is _Draw:
-            inputs.append(rng.draw(s.gen, device))
-        else:
-            arr = _scalar_arrays.get((device, type(s), s))
-            inputs.append(_scalar_array(s, device) if arr is None else arr)
+    _add_scalar_inputs(call, inputs)
     try:
         if _profiler_on():
             outs = profiling.launch(profiling.RECORD_OP, spec.name, device, entry.fn, inputs)
@@ -289,16 +284,21 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
 
 
-def _enqueue(spec, args, kwargs, call, entry):
-    """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
+def _add_scalar_inputs(call, inputs: list) -> None:
+    """Append this launch's traced scalars: each generator drawn now, numbers as device arrays."""
     device = call.device
-    scalars = []
     for s in call.scalars:
         if type(s) is _Draw:
-            scalars.append(rng.draw(s.gen, device))
+            inputs.append(rng.draw(s.gen, device))
         else:
             arr = _scalar_arrays.get((device, type(s), s))
-            scalars.append(_scalar_array(s, device) if arr is None else arr)
+            inputs.append(_scalar_array(s, device) if arr is None else arr)
+
+
+def _enqueue(spec, args, kwargs, call, entry):
+    """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
+    scalars = []
+    _add_scalar_inputs(call, scalars)
     try:
         fresh = [_empty_strided(sizes, strides, dtype=dtype, device=entry.device) for sizes, strides, dtype in entry.fresh]
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
