@@ -268,7 +268,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         else:
             outs = entry.fn(*inputs)
     except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
-        raise _launch_error(spec.name, device, e) from e
+        raise storage.launch_error(spec.name, device, e) from e
     if outs:
         streams.launched(device, outs[0])
     if entry.checks:
@@ -335,11 +335,6 @@ def _scalar_array(value, device: int):
     arr = devices.put(jnp.asarray(value), device)
     _scalar_arrays[(device, type(value), value)] = arr
     return arr
-
-
-def _launch_error(op_name: str, device: int, e: Exception) -> Exception:
-    oom = storage.out_of_memory_error(device, op_name, e)
-    return oom if oom is not None else RuntimeError(f"{op_name}: the executable failed: {type(e).__name__}: {e}")
 
 
 def _finish(spec, args, kwargs, call, entry, outs):

@@ -134,8 +134,7 @@ _lock = threading.RLock()
 
 def enqueue(spec, call, entry, scalars, fresh_keys):
     """Queue one traced op: its inputs (`call`), its traced scalar inputs, the storage keys of its
-    fresh results. Their storages, and those it
-    writes, now hold Pending buffers."""
+    fresh results. Their storages, and those it writes, now hold Pending buffers."""
     with _lock:
         q = _queue
         device = call.device
@@ -152,13 +151,13 @@ def enqueue(spec, call, entry, scalars, fresh_keys):
             b = get(k) if k else None
             r = index.get(k) if k else None
             if r is None or current[r] is not b:  # a storage new to the run (or a key used again)
-                if b is not None and type(b) is not _Pending:
-                    if isinstance(b, _Pending):  # storage.Lost
-                        raise RuntimeError(f"{spec.name}: {b.describe()}")
+                if type(b) is _Pending:  # never: a flush makes every Pending it owns real
+                    raise RuntimeError(f"{spec.name}: a pending buffer of no queued op")
+                if isinstance(b, storage.Lost):
+                    raise RuntimeError(f"{spec.name}: {b.describe()}")
+                if b is not None:
                     q.external.append(len(current))
                     q.inputs.append(b)
-                elif b is not None:
-                    raise RuntimeError(f"{spec.name}: a pending buffer of no queued op")  # never: flush makes them real
                 r = len(current)
                 current.append(b)
                 q.storage_key.append(k)
@@ -209,16 +208,6 @@ def flush(reason: str = "host access") -> None:
             _flush(reason)
 
 
-class RunEntry:
-    """A run's executable and how many outputs it has."""
-
-    __slots__ = ("fn", "key")
-
-    def __init__(self, fn, key):
-        self.fn = fn
-        self.key = key
-
-
 RUN = ("run",)  # what a run's key starts with
 
 
@@ -233,13 +222,13 @@ def _flush(reason: str) -> None:
     key = (RUN, tuple(q.sig), tuple(live), device)
     cache = executable_cache()
     try:
-        run = cache.get(key)
-        if run is None:
-            run = _load_or_compile(q, key, live, device)
+        fn = cache.get(key)  # the run's executable
+        if fn is None:
+            fn = _load_or_compile(q, key, live, device)
         try:
-            outs = run.fn(*q.inputs, *q.scalars)
+            outs = fn(*q.inputs, *q.scalars)
         except Exception as e:
-            raise _launch_error(q, device, e) from e
+            raise storage.launch_error(_describe_run(q), device, e) from e
     except BaseException as e:
         _lose(q, live, e)
         q.clear()
@@ -271,11 +260,9 @@ def _lose(q, live, error) -> None:
             _BUFFERS[k] = storage.Lost(p.shape, p.dtype, f"{type(error).__name__}: {error}")
 
 
-def _launch_error(q, device, e):
+def _describe_run(q) -> str:
     names = [op.entry.key[1] for op in q.ops]
-    what = names[0] if len(names) == 1 else f"a fused run of {len(names)} ops ({names[0]} ... {names[-1]})"
-    oom = storage.out_of_memory_error(device, what, e)
-    return oom if oom is not None else RuntimeError(f"{what}: the executable failed: {type(e).__name__}: {e}")
+    return names[0] if len(names) == 1 else f"a fused run of {len(names)} ops ({names[0]} ... {names[-1]})"
 
 
 def _load_or_compile(q, key, live, device):
@@ -283,18 +270,15 @@ def _load_or_compile(q, key, live, device):
     name = f"fused run of {len(q.ops)} ops"
     found = cache.load("run", name, key)
     if found is not None:
-        run = RunEntry(found.executable, key[:-1])
+        fn, nbytes = found.executable, found.nbytes
         metrics.run_loaded()
-        nbytes = found.nbytes
     else:
         start = time.perf_counter()
         fn = _compile(q, live, device)
-        seconds = time.perf_counter() - start
-        metrics.run_compiled(seconds)
-        run = RunEntry(fn, key[:-1])
+        metrics.run_compiled(time.perf_counter() - start)
         nbytes = cache.save("run", name, key, (), fn)
-    cache.put(key, run, nbytes)
-    return run
+    cache.put(key, fn, nbytes)
+    return fn
 
 
 def _compile(q, live, device):

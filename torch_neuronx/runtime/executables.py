@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import pickle
 
-from . import devices
+from . import config, devices
 from .lazy_jax import jax
 
 FORMAT = 1  # bump when what `serialize` writes changes
@@ -24,8 +24,6 @@ _QUICK_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 def compile_lowered(lowered, small: bool):
     """`lowered.compile()`; a `small` program (one eager op, a short fused run) with the CPU
     backend's quick options where the platform is the CPU and this jaxlib knows them."""
-    from . import config
-
     if small and config.platform() == "cpu":
         try:
             return lowered.compile(compiler_options=_QUICK_CPU_OPTIONS)

@@ -48,7 +48,7 @@ class Lost(Pending):
         raise RuntimeError(self.describe())
 
 
-# eager fusion's flush (reason) -> None while ops are queued, else None: `sync` runs it
+# while ops are queued, eager fusion's flush(reason), which `sync` calls; else None
 queued = None
 
 # The shim's per-tensor reads (see csrc/module.cpp): layout (key, nbytes, sizes, strides, offset),
@@ -125,6 +125,13 @@ def synchronize(device: int | None = None) -> None:
         if device is not None and devices.index_of(buf) != device:
             continue
         buf.block_until_ready()
+
+
+def launch_error(what: str, device: int, e: Exception) -> Exception:
+    """The error of a launch of `what` (an op, a fused run) that failed: out of memory, or the
+    executable's own failure, naming `what` as PyTorch names the op."""
+    oom = out_of_memory_error(device, what, e)
+    return oom if oom is not None else RuntimeError(f"{what}: the executable failed: {type(e).__name__}: {e}")
 
 
 def out_of_memory_error(device: int, what: str, e: BaseException) -> torch.OutOfMemoryError | None:

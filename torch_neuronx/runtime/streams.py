@@ -74,7 +74,7 @@ def current_stream(device: int) -> int:
 
 def launched(device: int, output, stream_id: int | None = None) -> None:
     """Note a launch on `stream_id` of `device` (default: the calling thread's current stream) by
-    its first output."""
+    one of its outputs."""
     st = _stream(device, _C._current_stream(device) if stream_id is None else stream_id)
     launches = st.launches
     launches.append(weakref.ref(output))
