@@ -56,14 +56,14 @@ def parse_size(text: str, var: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
-def parse_count(text: str, var: str) -> int:
-    """A positive number of executables; anything else raises ValueError naming `var`."""
+def parse_count(text: str, var: str, unit: str = "executables") -> int:
+    """A positive number (of `unit`); anything else raises ValueError naming `var`."""
     try:
         value = int(text)
         if value < 1:
             raise ValueError
     except ValueError:
-        raise ValueError(f"{var}={text!r}: expected a positive number of executables") from None
+        raise ValueError(f"{var}={text!r}: expected a positive number of {unit}") from None
     return value
 
 

@@ -28,7 +28,7 @@ import time
 import torch
 
 from .. import metrics
-from ..cache import executable_cache
+from ..cache import executable_cache, parse_count
 from ..ops import checks
 from ..runtime import devices, executables, storage, streams
 from ..runtime.lazy_jax import jax
@@ -47,15 +47,7 @@ _current_stream = streams.current_stream
 def _read_settings():
     on = os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
     text = os.environ.get(MAX_OPS_ENV, "").strip()
-    bound = DEFAULT_MAX_OPS
-    if text:
-        try:
-            bound = int(text)
-            if bound < 1:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"{MAX_OPS_ENV}={text!r}: expected a positive number of ops") from None
-    return on, bound
+    return on, parse_count(text, MAX_OPS_ENV, "ops") if text else DEFAULT_MAX_OPS
 
 
 _enabled, _max_ops = _read_settings()
