@@ -129,6 +129,11 @@ struct PythonRuntimeHooks final : RuntimeHooks {
 } // namespace
 } // namespace torch_neuronx
 
+namespace torch_neuronx {
+py::dict native_kernel_handlers();  // native_kernels.cpp
+py::dict native_kernel_calls();
+}  // namespace torch_neuronx
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torch_neuronx;
   m.doc() = "torch_neuronx C++ shim: allocator, events, devices, generators";
@@ -183,6 +188,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("device"),
       "Count a platform allocation failure in memory_stats()['num_ooms'].");
   m.def("_format_bytes", &format_bytes, py::arg("bytes"));
+  m.def(
+      "_native_kernel_handlers",
+      &native_kernel_handlers,
+      "XLA FFI handlers of torch's CPU kernels, by custom-call target name (runtime/native_kernels.py).");
+  m.def("_native_kernel_calls", &native_kernel_calls, "Calls of each native kernel in this process.");
   m.def(
       "_current_stream",
       [](int device) {

@@ -267,6 +267,14 @@ def executable_counts() -> dict:
     }
 
 
+def native_kernel_calls() -> dict[str, int]:
+    """Calls of torch's CPU kernels from inside executables in this process (`matmul`, `addmatmul`,
+    `attention`; runtime/native_kernels.py): counted by the kernels themselves, never cleared."""
+    from . import _C
+
+    return dict(_C._native_kernel_calls())
+
+
 def reset_dynamo_metrics() -> None:
     _graphs.clear()
     _graph_runs.clear()

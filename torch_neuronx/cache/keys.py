@@ -11,6 +11,7 @@ import os
 import pathlib
 
 from ..ops.protocol import key_bytes
+from ..runtime import native_kernels
 
 FORMAT = 1  # the entry format and the key's own layout: bump when either changes
 
@@ -75,7 +76,8 @@ def jax_settings() -> tuple:
 def environment(platform: str, device_kind: str, versions: tuple | None = None) -> tuple:
     """Everything but the value key that an entry's key covers, as a value."""
     return (("format", FORMAT),) + (package_versions() if versions is None else versions) + (
-        ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()))
+        ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()),
+        ("native_kernels", native_kernels.enabled()))
 
 
 def entry_key(environment: tuple, kind: str, value_key: tuple) -> bytes:

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
+from . import native
 from .dtypes import opmath
 from ._registry import aten, lower
 
@@ -139,12 +140,25 @@ def _cpu_flash_rounds(query, value) -> bool:
     return reduced and query.ndim == 4 and query.shape[-1] == value.shape[-1]
 
 
+def _native_flash(query, key, value, attn_bias) -> bool:
+    """Whether torch's CPU flash kernel runs this attention inside the executable (`native`): 16-bit
+    4-d inputs with as many key/value heads as query heads, one head size, no mask; the CPU takes that
+    same kernel for them."""
+    return (attn_bias is None and query.ndim == 4 and key.ndim == 4 and value.ndim == 4
+            and query.shape[1] == key.shape[1] == value.shape[1] and query.shape[-1] == value.shape[-1]
+            and native.usable(query, key, value))
+
+
 # _scaled_dot_product_fused_attention_overrideable(Tensor query, Tensor key, Tensor value, Tensor? attn_bias=None, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)
 @lower(aten._scaled_dot_product_fused_attention_overrideable.default)
 def _scaled_dot_product_fused_attention_overrideable(
     query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale
 ):
     _check_dropout(dropout_p)
+    if _native_flash(query, key, value, attn_bias):
+        o, lse = native.attention(query, key, value, is_causal, scale)
+        zero = jnp.zeros((), _I64)
+        return (o, lse, None, None, query.shape[2], key.shape[2], zero, zero, None)
     if query.ndim == 4 and key.ndim == 4 and query.shape[1] == key.shape[1]:
         o, lse = _forward_mha(query, key, value, attn_bias, is_causal, scale)
         zero = jnp.zeros((), _I64)

@@ -2,7 +2,9 @@
 
 float32 products use Precision.HIGHEST (true float32, no bf16 passes); float16/bfloat16 products
 accumulate in float32 (`preferred_element_type`), the `beta`/`alpha` epilogue is applied in float32
-too, and the result is rounded once. As in BLAS, `beta == 0` ignores `self` (NaN included) and
+too, and the result is rounded once. On the CPU platform float16/bfloat16 mm, addmm, bmm and baddbmm run
+torch's own CPU kernel inside the executable (`native`: oneDNN, where XLA would copy both operands to
+float32 first), so they give the CPU's result bit for bit. As in BLAS, `beta == 0` ignores `self` (NaN included) and
 `alpha == 0` ignores the product. `matmul`, `linear`, `outer` are CompositeImplicitAutograd and
 reach the backend as these ops. `trace` sums the diagonal in ATen's CPU accumulation type (int64
 for integers and bool, float64 for float32 and float64, float32 for 16-bit floats, complex128 for
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
+from . import native
 from .dtypes import is_low_precision, opmath
 from ._registry import aten, lower
 
@@ -79,6 +82,8 @@ def addbmm(self, batch1, batch2, beta, alpha):
 # addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 @lower(aten.addmm.default)
 def addmm(self, mat1, mat2, beta, alpha):
+    if native.usable(self, mat1, mat2):
+        return native.addmatmul(self, mat1, mat2, beta, alpha)
     return _epilogue(self, _matmul(mat1, mat2), beta, alpha, mat1.dtype)
 
 
@@ -91,12 +96,16 @@ def addmv(self, mat, vec, beta, alpha):
 # baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 @lower(aten.baddbmm.default)
 def baddbmm(self, batch1, batch2, beta, alpha):
+    if native.usable(self, batch1, batch2):
+        return native.addmatmul(self, batch1, batch2, beta, alpha)
     return _epilogue(self, _matmul(batch1, batch2), beta, alpha, batch1.dtype)
 
 
 # bmm(Tensor self, Tensor mat2) -> Tensor
 @lower(aten.bmm.default)
 def bmm(self, mat2):
+    if native.usable(self, mat2):
+        return native.matmul(self, mat2)
     return _matmul(self, mat2).astype(self.dtype)
 
 
@@ -109,6 +118,8 @@ def dot(self, tensor):
 # mm(Tensor self, Tensor mat2) -> Tensor
 @lower(aten.mm.default)
 def mm(self, mat2):
+    if native.usable(self, mat2):
+        return native.matmul(self, mat2)
     return _matmul(self, mat2).astype(self.dtype)
 
 

@@ -5,6 +5,8 @@ TORCH_NEURONX_PLATFORM   the PJRT platform that provides NeuronCores: auto (defa
 NEURON_RT_NUM_CORES      on the CPU platform, how many NeuronCores to emulate (default 2).
 NEURON_RT_VISIBLE_CORES  which of them this process sees: "0", "0-3" or "0,2" (default: all; under a
                          launcher that sets LOCAL_RANK, such as torchrun, the one core LOCAL_RANK).
+TORCH_NEURONX_NATIVE_KERNELS  on the CPU platform, whether executables call torch's own CPU kernels for
+                         bfloat16/float16 matrix products and attention (1, the default) or XLA's (0).
 
 Under torchrun each process owns one core, as on Trainium: NEURON_RT_VISIBLE_CORES defaults to
 LOCAL_RANK, and that core is the process's neuron:0. On the CPU platform every process emulates the
@@ -122,3 +124,21 @@ def core_memory() -> int | None:
             f"TORCH_NEURONX_CORE_MEMORY={text!r}: expected a size such as 24GiB, 512MiB, 2GB or a byte count"
         )
     return int(value * _UNITS[unit])
+
+
+def flag(var: str, default: bool) -> bool:
+    """A boolean setting: 1/true/yes/on or 0/false/no/off (unset or empty: `default`)."""
+    text = os.environ.get(var, "").strip().lower()
+    if not text:
+        return default
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{var}={text!r}: expected 1 or 0")
+
+
+def native_kernels() -> bool:
+    """TORCH_NEURONX_NATIVE_KERNELS (default on): executables on the CPU platform call torch's CPU kernels
+    for 16-bit float products (runtime/native_kernels.py)."""
+    return flag("TORCH_NEURONX_NATIVE_KERNELS", True)

@@ -37,6 +37,10 @@ def load():
         # for jax's (JAX_COMPILATION_CACHE_DIR, or jax.config before the first device use) keeps it.
         if not os.environ.get("JAX_COMPILATION_CACHE_DIR") and jax.config.jax_compilation_cache_dir is None:
             jax.config.update("jax_enable_compilation_cache", False)
+        # torch's CPU kernels that executables call (before any executable is compiled or loaded)
+        from . import native_kernels
+
+        native_kernels.register(jax)
         _jax = jax
         return jax
 

@@ -1,0 +1,217 @@
+// Native CPU kernels that XLA executables call: XLA FFI custom calls into the kernels torch itself runs on
+// the CPU, for the products where XLA's CPU code is far from the CPU's own speed (bfloat16 and float16
+// matrix products and attention: XLA converts each operand to a float32 copy first; torch runs oneDNN's
+// bf16/fp16 kernels, AMX or AVX-512 BF16 where the CPU has them). runtime/native_kernels.py registers the
+// handlers with jax for the CPU platform; ops/native.py emits the calls.
+//
+// Each handler gets XLA's buffers (row-major, as the custom call declares them) and, per operand, the
+// permutation that turns the buffer into the tensor the lowering meant (a transposed weight arrives as the
+// weight and (1, 0)), wraps them as CPU tensors without copying, and calls the ATen op the lowering stands
+// for, writing into XLA's result buffer. So a product on neuron runs torch's CPU kernel on the same strided
+// operands torch's CPU eager gives it: the same numbers, bit for bit.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+namespace py = pybind11;
+
+namespace torch_neuronx {
+namespace {
+
+at::ScalarType scalar_type(ffi::DataType t) {
+  switch (t) {
+    case ffi::DataType::BF16:
+      return at::kBFloat16;
+    case ffi::DataType::F16:
+      return at::kHalf;
+    case ffi::DataType::F32:
+      return at::kFloat;
+    case ffi::DataType::F64:
+      return at::kDouble;
+    case ffi::DataType::PRED:
+      return at::kBool;
+    case ffi::DataType::S32:
+      return at::kInt;
+    case ffi::DataType::S64:
+      return at::kLong;
+    default:
+      TORCH_CHECK(false, "neuron native kernel: unsupported buffer dtype ", static_cast<int>(t));
+  }
+}
+
+// The buffer as a CPU tensor over XLA's memory (no copy), permuted as the lowering meant it.
+at::Tensor tensor(const ffi::AnyBuffer& buf, ffi::Span<const int64_t> perm = {}) {
+  auto dims = buf.dimensions();
+  std::vector<int64_t> sizes(dims.begin(), dims.end());
+  at::Tensor t = at::from_blob(
+      buf.untyped_data(), sizes, at::TensorOptions().dtype(scalar_type(buf.element_type())));
+  if (perm.size() != 0) {
+    TORCH_CHECK(static_cast<int64_t>(perm.size()) == t.dim(), "neuron native kernel: bad permutation");
+    t = t.permute(c10::IntArrayRef(perm.begin(), perm.size()));
+  }
+  return t;
+}
+
+// A 0-d buffer's value (the lowering's traced alpha/beta).
+at::Scalar scalar(const ffi::AnyBuffer& buf) {
+  return tensor(buf).item();
+}
+
+// One native kernel at a time: each already runs on every core (torch's OpenMP threads), and XLA may
+// run independent custom calls on two of its threads at once.
+std::mutex g_kernel_lock;
+
+// Calls per kernel (metrics.native_kernel_calls): what proves a product took torch's kernel.
+enum Kernel { kMatmul, kAddMatmul, kAttention, kKernels };
+constexpr const char* kKernelNames[kKernels] = {"matmul", "addmatmul", "attention"};
+std::atomic<uint64_t> g_calls[kKernels];
+
+template <typename F>
+ffi::Error run(Kernel kernel, const char* what, F&& body) {
+  g_calls[kernel].fetch_add(1, std::memory_order_relaxed);
+  try {
+    std::lock_guard<std::mutex> lock(g_kernel_lock);
+    c10::InferenceMode inference;
+    body();
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return ffi::Error(ffi::ErrorCode::kInternal, std::string(what) + ": " + e.what());
+  }
+}
+
+// mm (2-d) or bmm (3-d): out = a @ b.
+ffi::Error matmul(
+    ffi::AnyBuffer a,
+    ffi::AnyBuffer b,
+    ffi::Result<ffi::AnyBuffer> out,
+    ffi::Span<const int64_t> a_perm,
+    ffi::Span<const int64_t> b_perm) {
+  return run(kMatmul, "neuron native matmul", [&] {
+    at::Tensor x = tensor(a, a_perm), y = tensor(b, b_perm), o = tensor(*out);
+    if (x.dim() == 2) {
+      at::mm_out(o, x, y);
+    } else {
+      at::bmm_out(o, x, y);
+    }
+  });
+}
+
+// addmm (2-d) or baddbmm (3-d): out = beta * self + alpha * (a @ b), self broadcast as ATen does.
+ffi::Error addmatmul(
+    ffi::AnyBuffer self,
+    ffi::AnyBuffer a,
+    ffi::AnyBuffer b,
+    ffi::AnyBuffer beta,
+    ffi::AnyBuffer alpha,
+    ffi::Result<ffi::AnyBuffer> out,
+    ffi::Span<const int64_t> a_perm,
+    ffi::Span<const int64_t> b_perm) {
+  return run(kAddMatmul, "neuron native addmm", [&] {
+    at::Tensor s = tensor(self), x = tensor(a, a_perm), y = tensor(b, b_perm), o = tensor(*out);
+    if (x.dim() == 2) {
+      at::addmm_out(o, s, x, y, scalar(beta), scalar(alpha));
+    } else {
+      at::baddbmm_out(o, s, x, y, scalar(beta), scalar(alpha));
+    }
+  });
+}
+
+// torch's CPU flash attention on 4-d (B, H, L, E) q, k, v, no mask. `out` is laid out (B, L, H, Ev) (the
+// kernel's own output layout; the caller transposes it back for free), `lse` (B, H, L) in float32.
+ffi::Error attention(
+    ffi::AnyBuffer q,
+    ffi::AnyBuffer k,
+    ffi::AnyBuffer v,
+    ffi::Result<ffi::AnyBuffer> out,
+    ffi::Result<ffi::AnyBuffer> lse,
+    ffi::Span<const int64_t> q_perm,
+    ffi::Span<const int64_t> k_perm,
+    ffi::Span<const int64_t> v_perm,
+    bool is_causal,
+    bool has_scale,
+    double scale) {
+  return run(kAttention, "neuron native attention", [&] {
+    std::optional<double> sc;
+    if (has_scale) {
+      sc = scale;
+    }
+    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(
+        tensor(q, q_perm), tensor(k, k_perm), tensor(v, v_perm), 0.0, is_causal, std::nullopt, sc);
+    tensor(*out).copy_(o.transpose(1, 2));
+    tensor(*lse).copy_(l);
+  });
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    torch_neuronx_ffi_matmul,
+    matmul,
+    ffi::Ffi::Bind()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Attr<ffi::Span<const int64_t>>("a_perm")
+        .Attr<ffi::Span<const int64_t>>("b_perm"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    torch_neuronx_ffi_addmatmul,
+    addmatmul,
+    ffi::Ffi::Bind()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Attr<ffi::Span<const int64_t>>("a_perm")
+        .Attr<ffi::Span<const int64_t>>("b_perm"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    torch_neuronx_ffi_attention,
+    attention,
+    ffi::Ffi::Bind()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Attr<ffi::Span<const int64_t>>("q_perm")
+        .Attr<ffi::Span<const int64_t>>("k_perm")
+        .Attr<ffi::Span<const int64_t>>("v_perm")
+        .Attr<bool>("is_causal")
+        .Attr<bool>("has_scale")
+        .Attr<double>("scale"));
+
+// name -> PyCapsule of the handler, what jax.ffi.register_ffi_target takes.
+py::dict native_kernel_handlers() {
+  py::dict out;
+  auto add = [&](const char* name, XLA_FFI_Handler* fn) {
+    out[name] = py::capsule(reinterpret_cast<void*>(fn));
+  };
+  add("torch_neuronx_matmul", torch_neuronx_ffi_matmul);
+  add("torch_neuronx_addmatmul", torch_neuronx_ffi_addmatmul);
+  add("torch_neuronx_attention", torch_neuronx_ffi_attention);
+  return out;
+}
+
+// kernel -> calls so far in this process.
+py::dict native_kernel_calls() {
+  py::dict out;
+  for (int k = 0; k < kKernels; ++k) {
+    out[kKernelNames[k]] = g_calls[k].load(std::memory_order_relaxed);
+  }
+  return out;
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,178 @@
+"""torch's CPU kernels inside executables (runtime/native_kernels.py, ops/native.py, csrc/native_kernels.cpp):
+bfloat16/float16 mm, addmm, bmm, baddbmm and attention on the CPU platform run the kernel torch's CPU eager
+runs, so their results equal the CPU's bit for bit, in eager mode (op by op and in fused runs), in compiled
+graphs and from the disk cache; transposed operands are read where they lie (no copy in the program)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torch_neuronx import metrics
+from torch_neuronx.eager import fusion
+
+DTYPES = [torch.bfloat16, torch.float16]
+
+
+def _calls():
+    return metrics.native_kernel_calls()
+
+
+def _on(x):
+    return x.to("neuron")
+
+
+def _same(got, want, what=""):
+    """Bit for bit (NaNs in the same places)."""
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    assert torch.equal(got.isnan(), want.isnan()), what
+    assert torch.equal(got.nan_to_num(), want.nan_to_num()), (what, (got.float() - want.float()).abs().max())
+
+
+def _randn(*shape, dtype):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)), dtype=dtype)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_products_equal_the_cpu(dtype, fused):
+    a, b = _randn(64, 96, dtype=dtype), _randn(96, 40, dtype=dtype)
+    w = _randn(40, 96, dtype=dtype)  # a Linear's weight: used transposed
+    bias = _randn(40, dtype=dtype)
+    x3 = _randn(2, 64, 96, dtype=dtype)
+    b1, b2 = _randn(3, 64, 96, dtype=dtype), _randn(3, 96, 40, dtype=dtype)
+    cases = {
+        "mm": lambda a, b, w, bias, x3, b1, b2: a @ b,
+        "mm transposed": lambda a, b, w, bias, x3, b1, b2: a @ w.t(),
+        "linear": lambda a, b, w, bias, x3, b1, b2: F.linear(a, w, bias),
+        "linear 3-d": lambda a, b, w, bias, x3, b1, b2: F.linear(x3, w, bias),
+        "addmm beta alpha": lambda a, b, w, bias, x3, b1, b2: torch.addmm(bias, a, b, beta=0.5, alpha=-2),
+        "addmm 2-d self": lambda a, b, w, bias, x3, b1, b2: torch.addmm(a @ b, a, w.t(), beta=1.5),
+        "bmm": lambda a, b, w, bias, x3, b1, b2: torch.bmm(b1, b2),
+        "bmm transposed": lambda a, b, w, bias, x3, b1, b2: torch.bmm(b1, b1.transpose(1, 2)),
+        "baddbmm": lambda a, b, w, bias, x3, b1, b2: torch.baddbmm(bias, b1, b2, beta=2, alpha=0.25),
+        "matmul broadcast": lambda a, b, w, bias, x3, b1, b2: b1 @ b,
+        "chain": lambda a, b, w, bias, x3, b1, b2: F.relu(F.linear(a, w, bias)) @ w,
+    }
+    args = (a, b, w, bias, x3, b1, b2)
+    dev = tuple(_on(t) for t in args)
+    before = sum(_calls().values())
+    with fusion.setting(fused):
+        for name, fn in cases.items():
+            _same(fn(*dev), fn(*args), name)
+    assert sum(_calls().values()) >= before + len(cases)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_beta_zero_ignores_nan_self(dtype):
+    a, b = _randn(8, 16, dtype=dtype), _randn(16, 4, dtype=dtype)
+    self = torch.full((8, 4), float("nan"), dtype=dtype)
+    _same(torch.addmm(_on(self), _on(a), _on(b), beta=0), torch.addmm(self, a, b, beta=0))
+
+
+def test_float32_keeps_xla():
+    a, b = _randn(32, 48, dtype=torch.float32), _randn(48, 16, dtype=torch.float32)
+    before = _calls()
+    got = (_on(a) @ _on(b)).cpu()
+    assert _calls() == before
+    torch.testing.assert_close(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_equals_the_cpu(dtype, causal):
+    # (B, L, H, E) projections permuted to (B, H, L, E), as diffusers' attention does
+    q, k, v = (_randn(2, n, 4, 64, dtype=dtype).permute(0, 2, 1, 3) for n in (40, 56, 56))
+    if causal:
+        k, v = k[:, :, :40], v[:, :, :40]
+    before = _calls()["attention"]
+    for scale in (None, 0.3):
+        got = F.scaled_dot_product_attention(_on(q), _on(k), _on(v), is_causal=causal, scale=scale)
+        _same(got, F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale))
+    assert _calls()["attention"] == before + 2
+
+
+def test_masked_attention_keeps_xla():
+    dtype = torch.bfloat16
+    q, k, v = (_randn(1, 2, 16, 32, dtype=dtype) for _ in range(3))
+    mask = torch.rand(16, 16, generator=torch.Generator().manual_seed(0)) > 0.3
+    before = _calls()["attention"]
+    got = F.scaled_dot_product_attention(_on(q), _on(k), _on(v), attn_mask=_on(mask)).cpu()
+    assert _calls()["attention"] == before
+    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=2e-2, atol=2e-2)
+
+
+def test_compiled_graph_equals_the_cpu():
+    dtype = torch.bfloat16
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(96, 192), torch.nn.Linear(192, 96)).to(dtype)
+    x = _randn(2, 24, 96, dtype=dtype)
+    compiled = torch.compile(block.to("neuron"), backend="neuron", fullgraph=True, dynamic=False)
+    before = sum(_calls().values())
+    with torch.no_grad():
+        got = compiled(_on(x))
+        want = block.cpu()(x)
+    _same(got, want)
+    assert sum(_calls().values()) >= before + 2
+
+
+def test_transposed_operand_is_not_copied():
+    """The custom call reads a transposed weight as the weight itself: no transpose reaches it."""
+    import jax
+    import jax.numpy as jnp
+
+    from torch_neuronx.ops import native
+
+    def f(x, w):
+        return native.matmul(x, jnp.transpose(w))
+
+    x = jnp.asarray(_randn(8, 16, dtype=torch.float32).numpy()).astype(jnp.bfloat16)
+    w = jnp.asarray(_randn(4, 16, dtype=torch.float32).numpy()).astype(jnp.bfloat16)
+    hlo = jax.jit(f).lower(x, w).compile().as_text()  # after XLA's optimizations
+    assert "custom_call_target=\"torch_neuronx_matmul\"" in hlo
+    assert "transpose(" not in hlo and " copy(" not in hlo
+    want = (x.astype(jnp.float32) @ w.T.astype(jnp.float32)).astype(jnp.bfloat16)
+    assert jnp.array_equal(jax.jit(f)(x, w), want)
+
+
+def test_disk_cache_round_trip(tmp_path):
+    """An executable calling a native kernel is stored, and a new process loads it and runs it."""
+    code = textwrap.dedent("""
+        import torch, torch.nn.functional as F
+        from torch_neuronx import metrics
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(32, 64, generator=g, dtype=torch.bfloat16)
+        w = torch.randn(48, 64, generator=g, dtype=torch.bfloat16)
+        got = F.linear(a.to("neuron"), w.to("neuron")).cpu()
+        assert torch.equal(got, F.linear(a, w))
+        print(metrics.executable_counts()["runs_loaded"] + metrics.executable_counts()["ops_loaded"],
+              metrics.native_kernel_calls()["matmul"])
+    """)
+    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    first, second = (tuple(int(n) for n in r.stdout.split()) for r in runs)
+    assert first[1] == 1 and second[1] == 1
+    assert second[0] > first[0]  # the second process loaded what the first stored
+
+
+def test_setting_off_keeps_xla():
+    code = textwrap.dedent("""
+        import torch
+        from torch_neuronx import metrics
+        a = torch.randn(16, 32, dtype=torch.bfloat16)
+        b = torch.randn(32, 8, dtype=torch.bfloat16)
+        got = (a.to("neuron") @ b.to("neuron")).cpu()
+        torch.testing.assert_close(got, a @ b, rtol=1e-2, atol=1e-2)
+        print(sum(metrics.native_kernel_calls().values()))
+    """)
+    env = {**os.environ, "TORCH_NEURONX_NATIVE_KERNELS": "0"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[-1] == "0"

@@ -1,0 +1,136 @@
+"""torch's CPU kernels as operations of a jax program: the custom calls of `runtime/native_kernels.py`.
+
+`matmul`, `addmatmul` and `attention` are jax primitives whose CPU lowering is a custom call into the
+ATen op they stand for (`mm`/`bmm`, `addmm`/`baddbmm`, `_scaled_dot_product_flash_attention_for_cpu`),
+run on XLA's buffers. The linalg and attention lowerings use them for float16/bfloat16 on the CPU
+platform (`usable`); everywhere else they keep their jax forms.
+
+Operands are read where they lie. A custom call takes row-major buffers, so an operand that is a
+transpose in the program (a transposed weight, a permuted head layout: what `layout.read` makes of a
+strided view, or a graph's `t`/`permute`) would be copied first. The lowering looks through such
+transposes instead: it passes the transpose's input and the permutation, and the kernel permutes its
+tensor view back, which is how torch's CPU eager receives the same operand (a strided view). XLA then
+drops the transpose.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..runtime import native_kernels
+from ..runtime.lazy_jax import jax, jnp
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def usable(*arrays) -> bool:
+    """Whether these operands' product runs torch's CPU kernel here: 16-bit floats of one dtype on the
+    CPU platform with the kernels on."""
+    dtype = np.dtype(arrays[0].dtype)
+    if dtype not in (np.dtype(np.float16), np.dtype(jnp.bfloat16)):
+        return False
+    return all(np.dtype(a.dtype) == dtype for a in arrays) and native_kernels.enabled()
+
+
+def matmul(a, b):
+    """a @ b for 2-d (mm) or 3-d (bmm) operands, in their dtype (torch accumulates in float32)."""
+    return _primitives().matmul.bind(a, b)
+
+
+def addmatmul(self, a, b, beta, alpha):
+    """beta * self + alpha * (a @ b) (addmm for 2-d, baddbmm for 3-d), `self` broadcast as ATen does;
+    beta and alpha may be traced numbers."""
+    return _primitives().addmatmul.bind(self, a, b, jnp.asarray(beta, _F64), jnp.asarray(alpha, _F64))
+
+
+def attention(query, key, value, is_causal: bool, scale):
+    """torch's CPU flash attention of 4-d (B, H, L, E) q, k, v without a mask: the output (B, H, L, Ev) in
+    the inputs' dtype and the logsumexp (B, H, L) in float32."""
+    out, lse = _primitives().attention.bind(
+        query, key, value, is_causal=bool(is_causal), has_scale=scale is not None,
+        scale=0.0 if scale is None else float(scale),
+    )
+    return jnp.transpose(out, (0, 2, 1, 3)), lse  # the kernel writes (B, L, H, Ev): a free transpose back
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _peel(value):
+    """(the value a chain of transposes starts from, the permutation that gives `value` back from it)."""
+    from jax.interpreters.mlir import ir
+
+    perm = list(range(len(ir.RankedTensorType(value.type).shape)))
+    while True:
+        owner = value.owner
+        op = getattr(owner, "operation", None)
+        if op is None or op.name != "stablehlo.transpose":
+            return value, perm
+        inner = [int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"])]
+        perm = [inner[p] for p in perm]
+        value = op.operands[0]
+
+
+def _lower(target, peeled, ctx, *operands, **params):
+    """The custom call of `target`, operands at `peeled` read through their transposes (attribute
+    `<name>_perm` each)."""
+    from jax.core import ShapedArray
+    from jax.interpreters.mlir import ir
+
+    avals, values, attrs = list(ctx.avals_in), list(operands), {}
+    for index, name in peeled:
+        source, perm = _peel(values[index])
+        values[index] = source
+        avals[index] = ShapedArray(tuple(ir.RankedTensorType(source.type).shape), avals[index].dtype)
+        attrs[f"{name}_perm"] = np.asarray(perm, np.int64)
+    rule = jax.ffi.ffi_lowering(target)
+    return rule(ctx.replace(avals_in=avals), *values, **attrs, **params)
+
+
+def _product_shape(a, b, what):
+    if a.ndim != b.ndim or a.ndim not in (2, 3) or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+        raise ValueError(f"{what}: operands {a.shape} and {b.shape} do not multiply")
+    return a.shape[:-1] + b.shape[-1:]
+
+
+class _Primitives:
+    def __init__(self):
+        from jax.core import ShapedArray
+        from jax.extend.core import Primitive
+        from jax.interpreters import mlir
+
+        def make(name, target, peeled, abstract, multiple=False):
+            prim = Primitive(name)
+            prim.multiple_results = multiple
+            prim.def_abstract_eval(abstract)
+            # outside a trace (a lowering called on concrete arrays) it runs as its own small program
+            prim.def_impl(lambda *args, **params: jax.jit(functools.partial(prim.bind, **params))(*args))
+            # not cacheable: the rule looks at its operands' producers, so it is lowered where they are
+            # (a cached rule is lowered into a function of its own, its operands arguments of it)
+            mlir.register_lowering(prim, functools.partial(_lower, target, peeled), platform="cpu", cacheable=False)
+            return prim
+
+        self.matmul = make(
+            "neuron_native_matmul", "torch_neuronx_matmul", ((0, "a"), (1, "b")),
+            lambda a, b: ShapedArray(_product_shape(a, b, "matmul"), a.dtype),
+        )
+        self.addmatmul = make(
+            "neuron_native_addmatmul", "torch_neuronx_addmatmul", ((1, "a"), (2, "b")),
+            lambda s, a, b, beta, alpha: ShapedArray(_product_shape(a, b, "addmm"), a.dtype),
+        )
+
+        def attention_shapes(q, k, v, *, is_causal, has_scale, scale):
+            B, H, L, _ = q.shape
+            return [ShapedArray((B, L, H, v.shape[-1]), q.dtype), ShapedArray((B, H, L), _F32)]
+
+        self.attention = make(
+            "neuron_native_attention", "torch_neuronx_attention", ((0, "q"), (1, "k"), (2, "v")),
+            attention_shapes, multiple=True,
+        )
+
+
+@functools.cache
+def _primitives() -> _Primitives:
+    return _Primitives()
