@@ -1,7 +1,7 @@
 // Native CPU kernels that XLA executables call: XLA FFI custom calls into the kernels torch itself runs on
 // the CPU, for the products where XLA's CPU code is far from the CPU's own speed (bfloat16 and float16
-// matrix products and attention: XLA converts each operand to a float32 copy first; torch runs oneDNN's
-// bf16/fp16 kernels, AMX or AVX-512 BF16 where the CPU has them). runtime/native_kernels.py registers the
+// matrix products, attention and convolutions: XLA converts each operand to a float32 copy first; torch
+// runs oneDNN's bf16/fp16 kernels, AMX or AVX-512 BF16 where the CPU has them). runtime/native_kernels.py registers the
 // handlers with jax for the CPU platform; ops/native.py emits the calls.
 //
 // Each handler gets XLA's buffers (row-major, as the custom call declares them) and, per operand, the
@@ -72,8 +72,8 @@ at::Scalar scalar(const ffi::AnyBuffer& buf) {
 std::mutex g_kernel_lock;
 
 // Calls per kernel (metrics.native_kernel_calls): what proves a product took torch's kernel.
-enum Kernel { kMatmul, kAddMatmul, kAttention, kKernels };
-constexpr const char* kKernelNames[kKernels] = {"matmul", "addmatmul", "attention"};
+enum Kernel { kMatmul, kAddMatmul, kAttention, kConvolution, kKernels };
+constexpr const char* kKernelNames[kKernels] = {"matmul", "addmatmul", "attention", "convolution"};
 std::atomic<uint64_t> g_calls[kKernels];
 
 template <typename F>
@@ -152,6 +152,35 @@ ffi::Error attention(
   });
 }
 
+// convolution (any spatial rank, transposed or not, groups), bias optional (`has_bias`; otherwise the
+// bias buffer is an empty placeholder). The result is written row-major into `out` whatever memory
+// format torch's kernel chose for it (channels-last input gives channels-last output).
+ffi::Error convolution(
+    ffi::AnyBuffer input,
+    ffi::AnyBuffer weight,
+    ffi::AnyBuffer bias,
+    ffi::Result<ffi::AnyBuffer> out,
+    ffi::Span<const int64_t> input_perm,
+    ffi::Span<const int64_t> stride,
+    ffi::Span<const int64_t> padding,
+    ffi::Span<const int64_t> dilation,
+    bool transposed,
+    ffi::Span<const int64_t> output_padding,
+    int64_t groups,
+    bool has_bias) {
+  return run(kConvolution, "neuron native convolution", [&] {
+    auto ref = [](ffi::Span<const int64_t> s) { return c10::IntArrayRef(s.begin(), s.size()); };
+    std::optional<at::Tensor> b;
+    if (has_bias) {
+      b = tensor(bias);
+    }
+    at::Tensor y = at::convolution(
+        tensor(input, input_perm), tensor(weight), b, ref(stride), ref(padding), ref(dilation), transposed,
+        ref(output_padding), groups);
+    tensor(*out).copy_(y);
+  });
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
@@ -193,6 +222,23 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Attr<bool>("has_scale")
         .Attr<double>("scale"));
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    torch_neuronx_ffi_convolution,
+    convolution,
+    ffi::Ffi::Bind()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Attr<ffi::Span<const int64_t>>("input_perm")
+        .Attr<ffi::Span<const int64_t>>("stride")
+        .Attr<ffi::Span<const int64_t>>("padding")
+        .Attr<ffi::Span<const int64_t>>("dilation")
+        .Attr<bool>("transposed")
+        .Attr<ffi::Span<const int64_t>>("output_padding")
+        .Attr<int64_t>("groups")
+        .Attr<bool>("has_bias"));
+
 // name -> PyCapsule of the handler, what jax.ffi.register_ffi_target takes.
 py::dict native_kernel_handlers() {
   py::dict out;
@@ -202,6 +248,7 @@ py::dict native_kernel_handlers() {
   add("torch_neuronx_matmul", torch_neuronx_ffi_matmul);
   add("torch_neuronx_addmatmul", torch_neuronx_ffi_addmatmul);
   add("torch_neuronx_attention", torch_neuronx_ffi_attention);
+  add("torch_neuronx_convolution", torch_neuronx_ffi_convolution);
   return out;
 }
 

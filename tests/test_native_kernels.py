@@ -96,6 +96,30 @@ def test_attention_equals_the_cpu(dtype, causal):
     assert _calls()["attention"] == before + 2
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convolutions_equal_the_cpu(dtype):
+    x = _randn(2, 8, 17, 19, dtype=dtype)
+    w, wg, w1 = _randn(12, 8, 3, 3, dtype=dtype), _randn(12, 4, 3, 3, dtype=dtype), _randn(5, 8, 1, 1, dtype=dtype)
+    wt, b = _randn(8, 6, 3, 3, dtype=dtype), _randn(12, dtype=dtype)
+    xl = x.contiguous(memory_format=torch.channels_last)
+    cases = {
+        "padded": lambda: F.conv2d(x, w, b, padding=1),
+        "strided groups": lambda: F.conv2d(x, wg, b, stride=2, groups=2),
+        "dilated": lambda: F.conv2d(x, w, b, dilation=2, padding=2),
+        "transposed": lambda: F.conv_transpose2d(x, wt, stride=2, output_padding=1),
+        "channels last": lambda: F.conv2d(xl, w1),
+        "1-d": lambda: F.conv1d(x[:, :, 0], w1[:, :, 0]),
+        "unbatched": lambda: F.conv2d(x[0], w, b),
+    }
+    before = _calls()["convolution"]
+    for name, fn in cases.items():
+        want = fn()
+        x, w, wg, w1, wt, b, xl = (_on(t) for t in (x, w, wg, w1, wt, b, xl))
+        _same(fn(), want, name)
+        x, w, wg, w1, wt, b, xl = (t.cpu() for t in (x, w, wg, w1, wt, b, xl))
+    assert _calls()["convolution"] == before + len(cases)
+
+
 def test_masked_attention_keeps_xla():
     dtype = torch.bfloat16
     q, k, v = (_randn(1, 2, 16, 32, dtype=dtype) for _ in range(3))

@@ -2,7 +2,8 @@
 
 - `convolution` is one `lax.conv_general_dilated` (any spatial rank, groups, stride, padding,
   dilation); a transposed convolution is the direct convolution of the stride-dilated input with
-  the flipped, group-regrouped weight. float32 uses Precision.HIGHEST, float16/bfloat16 accumulate
+  the flipped, group-regrouped weight. On the CPU platform float16/bfloat16 convolutions run torch's own
+  CPU kernel inside the executable instead (`native`: oneDNN), the CPU's result bit for bit. float32 uses Precision.HIGHEST, float16/bfloat16 accumulate
   in float32 (`preferred_element_type`) and round once. `convolution_backward` is the vjp of the
   same program (XLA's transposed convolutions), plus the bias gradient as a sum.
 - `im2col` stacks the strided window slice of every kernel offset (channel-major, as PyTorch);
@@ -15,6 +16,7 @@ import itertools
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
+from . import native
 from .dtypes import is_low_precision, opmath
 from ._registry import aten, lower
 from .windows import accumulation_dtype, expand, overlap_add, precision, window_slice
@@ -94,6 +96,11 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
 @lower(aten.convolution.default)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     x, unbatched = _batched(input, weight)
+    if native.usable(x, weight, *(() if bias is None else (bias,))):
+        nsp = weight.ndim - 2
+        y = native.convolution(x, weight, bias, expand(stride, nsp), expand(padding, nsp), expand(dilation, nsp),
+                               transposed, expand(output_padding, nsp), groups)
+        return y[0] if unbatched else y
     y = _conv(x, weight, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         y = y + opmath(bias).astype(y.dtype).reshape((1, -1) + (1,) * (y.ndim - 2))

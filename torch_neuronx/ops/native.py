@@ -1,9 +1,10 @@
 """torch's CPU kernels as operations of a jax program: the custom calls of `runtime/native_kernels.py`.
 
-`matmul`, `addmatmul` and `attention` are jax primitives whose CPU lowering is a custom call into the
-ATen op they stand for (`mm`/`bmm`, `addmm`/`baddbmm`, `_scaled_dot_product_flash_attention_for_cpu`),
-run on XLA's buffers. The linalg and attention lowerings use them for float16/bfloat16 on the CPU
-platform (`usable`); everywhere else they keep their jax forms.
+`matmul`, `addmatmul`, `attention` and `convolution` are jax primitives whose CPU lowering is a custom
+call into the ATen op they stand for (`mm`/`bmm`, `addmm`/`baddbmm`,
+`_scaled_dot_product_flash_attention_for_cpu`, `convolution`), run on XLA's buffers. The linalg,
+attention and conv lowerings use them for float16/bfloat16 on the CPU platform (`usable`); everywhere
+else they keep their jax forms.
 
 Operands are read where they lie. A custom call takes row-major buffers, so an operand that is a
 transpose in the program (a transposed weight, a permuted head layout: what `layout.read` makes of a
@@ -55,6 +56,32 @@ def attention(query, key, value, is_causal: bool, scale):
     return jnp.transpose(out, (0, 2, 1, 3)), lse  # the kernel writes (B, L, H, Ev): a free transpose back
 
 
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """aten.convolution of a batched input (N, C, *spatial); stride, padding, dilation and output_padding
+    one entry per spatial dim."""
+    has_bias = bias is not None
+    if not has_bias:
+        bias = jnp.zeros((0,), input.dtype)
+    return _primitives().convolution.bind(
+        input, weight, bias, stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation),
+        transposed=bool(transposed), output_padding=tuple(output_padding), groups=int(groups),
+        has_bias=has_bias,
+    )
+
+
+def _convolution_shape(x, w, stride, padding, dilation, transposed, output_padding, groups):
+    kernel = w.shape[2:]
+    if transposed:
+        spatial = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1
+                        for n, k, s, p, d, o in zip(x.shape[2:], kernel, stride, padding, dilation, output_padding))
+        channels = w.shape[1] * groups
+    else:
+        spatial = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                        for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation))
+        channels = w.shape[0]
+    return (x.shape[0], channels) + spatial
+
+
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -73,9 +100,9 @@ def _peel(value):
         value = op.operands[0]
 
 
-def _lower(target, peeled, ctx, *operands, **params):
+def _lower(target, peeled, attrs_as_arrays, ctx, *operands, **params):
     """The custom call of `target`, operands at `peeled` read through their transposes (attribute
-    `<name>_perm` each)."""
+    `<name>_perm` each); the tuple parameters named in `attrs_as_arrays` pass as int64 arrays."""
     from jax.core import ShapedArray
     from jax.interpreters.mlir import ir
 
@@ -85,6 +112,8 @@ def _lower(target, peeled, ctx, *operands, **params):
         values[index] = source
         avals[index] = ShapedArray(tuple(ir.RankedTensorType(source.type).shape), avals[index].dtype)
         attrs[f"{name}_perm"] = np.asarray(perm, np.int64)
+    for name in attrs_as_arrays:
+        params[name] = np.asarray(params[name], np.int64)
     rule = jax.ffi.ffi_lowering(target)
     return rule(ctx.replace(avals_in=avals), *values, **attrs, **params)
 
@@ -101,7 +130,7 @@ class _Primitives:
         from jax.extend.core import Primitive
         from jax.interpreters import mlir
 
-        def make(name, target, peeled, abstract, multiple=False):
+        def make(name, target, peeled, abstract, multiple=False, attrs_as_arrays=()):
             prim = Primitive(name)
             prim.multiple_results = multiple
             prim.def_abstract_eval(abstract)
@@ -109,7 +138,8 @@ class _Primitives:
             prim.def_impl(lambda *args, **params: jax.jit(functools.partial(prim.bind, **params))(*args))
             # not cacheable: the rule looks at its operands' producers, so it is lowered where they are
             # (a cached rule is lowered into a function of its own, its operands arguments of it)
-            mlir.register_lowering(prim, functools.partial(_lower, target, peeled), platform="cpu", cacheable=False)
+            mlir.register_lowering(prim, functools.partial(_lower, target, peeled, attrs_as_arrays), platform="cpu",
+                                   cacheable=False)
             return prim
 
         self.matmul = make(
@@ -125,6 +155,15 @@ class _Primitives:
             B, H, L, _ = q.shape
             return [ShapedArray((B, L, H, v.shape[-1]), q.dtype), ShapedArray((B, H, L), _F32)]
 
+        def convolution_shape(x, w, b, *, stride, padding, dilation, transposed, output_padding, groups,
+                              has_bias):
+            shape = _convolution_shape(x, w, stride, padding, dilation, transposed, output_padding, groups)
+            return ShapedArray(shape, x.dtype)
+
+        self.convolution = make(
+            "neuron_native_convolution", "torch_neuronx_convolution", ((0, "input"),), convolution_shape,
+            attrs_as_arrays=("stride", "padding", "dilation", "output_padding"),
+        )
         self.attention = make(
             "neuron_native_attention", "torch_neuronx_attention", ((0, "q"), (1, "k"), (2, "v")),
             attention_shapes, multiple=True,
