@@ -1,5 +1,6 @@
 """Storages own their device buffers: freeing the tensor frees the buffer and the accounting."""
 import gc
+import os
 
 import torch
 
@@ -199,3 +200,31 @@ def test_memory_stats_keys_and_summary():
     summary = torch.neuron.memory_summary()
     assert "Allocated memory" in summary and "Reserved memory" in summary and "capacity" in summary
     del x
+
+
+def _rss_file_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+def test_weights_loaded_from_a_file_mapping_are_not_resident_twice(tmp_path):
+    """A safetensors load maps the file; moving its tensors to the device must not leave the file's pages
+    resident beside the device copy (both host memory on the CPU platform)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = {f"w{i}": torch.randn(1024, 1024, generator=torch.Generator().manual_seed(i)) for i in range(16)}
+    save_file(weights, tmp_path / "w.safetensors")
+    with open(tmp_path / "w.safetensors", "rb") as f:  # written back, as a model file on disk is: pages
+        os.fsync(f.fileno())                            # still dirty in the page cache are kept resident
+    loaded = load_file(tmp_path / "w.safetensors")  # tensors over the file's mapping (64 MiB)
+    before = _rss_file_bytes()
+    on_device = {k: v.to("neuron") for k, v in loaded.items()}
+    grown = _rss_file_bytes() - before
+    assert grown < 16 * 2**20, f"{grown / 2**20:.1f} MiB of the file stayed resident"
+    for k, v in on_device.items():
+        assert torch.equal(v.cpu(), weights[k])
+    for k, v in loaded.items():  # the mapping still reads the file's values
+        assert torch.equal(v, weights[k])

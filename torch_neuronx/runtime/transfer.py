@@ -3,7 +3,10 @@ without a copy where numpy has the dtype, through a same-width integer view wher
 (bfloat16, float8)."""
 from __future__ import annotations
 
+import ctypes
 import math
+import mmap
+import os
 
 import numpy as np
 import torch
@@ -74,11 +77,44 @@ def to_device(a: np.ndarray, index: int):
     from `_LARGE` up (numpy asks for huge pages: 64 MB in 7.6 ms, where XLA's copy takes 37)."""
     with profiling.moved("neuron::host_to_device", index) as m:
         if a.nbytes >= _LARGE or _batched_put() is None:
-            return m.done(_put(_aligned_copy(a), index))
-        return m.done(_put(a, index, copy=True))
+            out = m.done(_put(_aligned_copy(a), index))
+        else:
+            out = m.done(_put(a, index, copy=True))
+    if a.nbytes >= _RELEASE_FROM:
+        _release_file_pages(a)
+    return out
 
 
 _LARGE = 8 << 20
+_RELEASE_FROM = 1 << 20
+_MADV_PAGEOUT = 21  # linux/mman.h, Linux 5.4+ (an older kernel answers EINVAL: nothing happens)
+_libc: list = []
+
+
+def _release_file_pages(a: np.ndarray) -> None:
+    """Take the pages of a file mapping that `a` was just copied from out of this process's resident
+    memory. A model loaded from safetensors holds its weights in the file's mapping; moved to the device,
+    each weight would stay resident twice, as the file's pages and as its device buffer (host memory on
+    the CPU platform), until the mapping is closed. MADV_PAGEOUT is a hint: the data is unchanged, and
+    pages read again come back from the file. Memory that is not a file's is never touched."""
+    start, end = a.ctypes.data, a.ctypes.data + a.nbytes
+    try:
+        names = os.listdir("/proc/self/map_files")  # one "start-end" entry per file-backed mapping
+    except OSError:
+        return
+    for name in names:
+        lo, _, hi = name.partition("-")
+        if int(lo, 16) <= start and end <= int(hi, 16):
+            break
+    else:
+        return
+    page = mmap.PAGESIZE
+    first, last = -(-start // page) * page, end // page * page  # whole pages of `a` only
+    if last <= first:
+        return
+    if not _libc:
+        _libc.append(ctypes.CDLL(None, use_errno=True))
+    _libc[0].madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_PAGEOUT)
 
 
 def hand_to_device(a: np.ndarray, index: int):
