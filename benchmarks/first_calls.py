@@ -1,10 +1,13 @@
 """First calls in a fresh process with an empty executable cache: where the time goes.
 
-    python benchmarks/first_calls.py [--repeats N] [--only compiled eager ops]
+    python benchmarks/first_calls.py [--repeats N] [--only compiled eager ops] [--model tiny|real]
 
 Every measurement is its own child process (this script again with `--child WHAT`) with a new empty
 TORCH_NEURONX_NEFF_CACHE_DIR; imports, building the model and `.to("neuron")` come before the timer,
 which stops after the output is read back (`.cpu()`). torch runs under its default threading.
+
+`--model real` measures the compiled and eager rows on FLUX.2-klein-4B's transformer at its real width
+instead (1 double + 2 single blocks, bfloat16, 512x512: benchmarks/flux_real.py's default model).
 
 - compiled: the first call of `torch.compile(model, backend="neuron")` on the tiny FLUX.2, split into
   Dynamo (everything outside the backend and the graph's first run), AOTAutograd (the backend less
@@ -63,11 +66,20 @@ class _Timers:
         setattr(owner, attr, timed)
 
 
-def _tiny_flux():
+def _flux():
+    """The model (on neuron) and its inputs (on neuron) that MODEL names."""
+    import torch
+
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if os.environ.get("FIRST_CALLS_MODEL", "tiny") == "real":
+        import flux_real
+
+        model = flux_real.build(1, 2, torch.bfloat16, "neuron")
+        return model, flux_real.inputs(512, 128, torch.bfloat16, "neuron")
     from flux_small import build_tiny, inputs_tiny
 
-    return build_tiny(), inputs_tiny()
+    model, inputs = build_tiny().to("neuron"), inputs_tiny()
+    return model, {k: v.to("neuron") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
 def _instrument_compile(timers: _Timers):
@@ -114,9 +126,7 @@ def child_compiled() -> dict:
 
     timers = _Timers()
     _instrument_compile(timers)
-    model, inputs = _tiny_flux()
-    model = model.to("neuron")
-    x = {k: v.to("neuron") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    model, x = _flux()
     torch.neuron.synchronize()
     fn = torch.compile(model, backend="neuron")
     with torch.no_grad():
@@ -160,9 +170,7 @@ def child_eager() -> dict:
     timers = _Timers()
     _instrument_eager(timers)
     out = {}
-    model, inputs = _tiny_flux()
-    model = model.to("neuron")
-    x = {k: v.to("neuron") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    model, x = _flux()
     torch.neuron.synchronize()
     timers.s.clear()
     timers.n.clear()
@@ -225,9 +233,9 @@ CHILDREN = {"compiled": child_compiled, "eager": child_eager, "ops": child_ops}
 
 # ------------------------------------------------------------------------------------------ parent
 
-def run_child(what: str) -> dict:
+def run_child(what: str, model: str = "tiny") -> dict:
     folder = tempfile.mkdtemp(prefix="first_calls_")
-    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=folder)
+    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=folder, FIRST_CALLS_MODEL=model)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", what], env=env,
@@ -248,6 +256,9 @@ def main():
     parser.add_argument("--child")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=list(CHILDREN))
+    parser.add_argument("--model", choices=("tiny", "real"), default="tiny",
+                        help="the model of the compiled and eager rows: the tiny FLUX.2, or FLUX.2-klein-4B's "
+                             "transformer at real width (1 + 2 blocks, bf16, 512x512)")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(CHILDREN[args.child]()))
@@ -255,16 +266,17 @@ def main():
     results = {what: [] for what in args.only}
     for _ in range(args.repeats):  # interleaved, so a busy moment hits every workload alike
         for what in args.only:
-            results[what].append(run_child(what))
+            results[what].append(run_child(what, args.model))
 
     def med(what, key, sub=None):
         vals = [r[key] if sub is None else r[key][sub] for r in results[what]]
         return statistics.median(vals)
 
     print(f"first calls, fresh processes, empty cache folder; medians of {args.repeats} (ms)")
+    name = "tiny FLUX.2" if args.model == "tiny" else "FLUX.2-klein-4B transformer, 1 + 2 blocks, bf16, 512x512"
     if "compiled" in results:
         total = med("compiled", "total")
-        print(f"\ntiny FLUX.2, torch.compile(backend='neuron'), first call: {total * 1e3:.0f} ms "
+        print(f"\n{name}, torch.compile(backend='neuron'), first call: {total * 1e3:.0f} ms "
               f"(target 1500: {total / 1.5:.2f}x of it); second call {med('compiled', 'second call') * 1e3:.1f} ms")
         print(f"(CPU time of the call: {med('compiled', 'cpu') * 1e3:.0f} ms in all threads, "
               f"{med('compiled', 'main thread cpu') * 1e3:.0f} ms in the calling thread)")
@@ -274,7 +286,7 @@ def main():
             print(f"{part:<16}{_ms(v)}{v / total:8.0%}")
     if "eager" in results:
         total = med("eager", "flux total")
-        print(f"\ntiny FLUX.2 eager, first call: {total * 1e3:.0f} ms (target 1500: {total / 1.5:.2f}x of it); "
+        print(f"\n{name} eager, first call: {total * 1e3:.0f} ms (target 1500: {total / 1.5:.2f}x of it); "
               f"second call {med('eager', 'flux second') * 1e3:.1f} ms; "
               f"{med('eager', 'flux compiles'):.0f} op signatures compiled")
         print(f"(CPU time of the call: {med('eager', 'flux cpu') * 1e3:.0f} ms in all threads, "

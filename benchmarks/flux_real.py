@@ -17,7 +17,9 @@ from its own seeded CPU generator (PyTorch's default Linear bounds, 1/sqrt(fan_i
 process holds the same weights and none ever holds a second copy of the model on the host.
 
 Rows, per dtype and side (torch CPU eager, Inductor CPU, neuron eager, neuron compiled =
-`torch.compile(backend="neuron", fullgraph=True, dynamic=False)`):
+`torch.compile(backend="neuron", fullgraph=True, dynamic=False)`, and with `--sides` also neuron repeated
+blocks = diffusers' `compile_repeated_blocks(backend="neuron", ...)`, the blocks compiled and the rest
+eager):
   steady       median seconds of one forward (waiting for its result) over --rounds, after one warm call
   vs eager     that / torch CPU eager's median;  vs Inductor: that / Inductor's
   GFLOP/s      matmul and attention FLOPs of one forward (counted by torch's FlopCounterMode) / steady
@@ -58,7 +60,7 @@ KLEIN_4B = dict(
     num_attention_heads=24, joint_attention_dim=7680, timestep_guidance_channels=256, mlp_ratio=3.0,
     axes_dims_rope=(32, 32, 32, 32), rope_theta=2000, eps=1e-6, guidance_embeds=False,
 )
-SIDES = ("torch eager", "Inductor", "neuron eager", "neuron compiled")
+SIDES = ("torch eager", "Inductor", "neuron eager", "neuron compiled", "neuron repeated blocks")
 DTYPES = {"bf16": "bfloat16", "f32": "float32"}
 
 
@@ -189,6 +191,9 @@ def child(spec):
         fn = torch.compile(model, backend="inductor")
     elif side == "neuron compiled":
         fn = torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)
+    elif side == "neuron repeated blocks":  # diffusers' regional compilation: each block class compiled once
+        model.compile_repeated_blocks(backend="neuron", fullgraph=True, dynamic=False)
+        fn = model
     else:
         fn = model
 
@@ -214,6 +219,7 @@ def child(spec):
     res["steady_rss"] = _rss()[1]
     if device == "neuron":
         res["device_peak"] = torch.neuron.max_memory_allocated()
+        res["device_capacity"] = torch.neuron.get_device_properties(0).total_memory
     torch.save(out.cpu(), spec["out"])
     res["peak_rss"] = _max_rss()
     return res
@@ -263,9 +269,11 @@ def save_child(spec):
 # --------------------------------------------------------------------------------------------- parent
 
 
-def run_child(spec, policy=None, autoload=True, timeout=3600):
+def run_child(spec, policy=None, autoload=True, timeout=3600, core_memory=None):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_WAIT_POLICY", "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+    if core_memory:
+        env["TORCH_NEURONX_CORE_MEMORY"] = core_memory
     if policy:
         env["OMP_WAIT_POLICY"] = policy
     if not autoload:  # torch alone: torch_neuronx (its entry point) stays out of the process
@@ -304,10 +312,12 @@ def main():
     ap.add_argument("--resolution", type=int, default=512)
     ap.add_argument("--text-tokens", type=int, default=128)
     ap.add_argument("--dtype", choices=("bf16", "f32", "both"), default="both")
-    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES[:4]))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--policy", choices=("default", "both"), default="default",
                     help="neuron sides also under OMP_WAIT_POLICY=PASSIVE with 'both'")
+    ap.add_argument("--core-memory", default=None, metavar="SIZE",
+                    help="TORCH_NEURONX_CORE_MEMORY for the neuron sides, e.g. 24GiB (a Trn2 logical core's HBM)")
     ap.add_argument("--loading", action="store_true", help="add the loading rows (writes the model to a folder)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -337,7 +347,7 @@ def main():
                                 out=out)
                     print(f"... {dt} {side} ({policy} threads)", file=sys.stderr, flush=True)
                     r = run_child(spec, policy=None if policy == "default" else policy,
-                                  autoload=side.startswith("neuron"))
+                                  autoload=side.startswith("neuron"), core_memory=args.core_memory)
                     r["out"] = out
                     results[(dt, side, policy)] = r
                     print(f"    steady {r['steady_s']:.3f} s, first {r['first_s']:.1f} s, steady RSS "
@@ -397,6 +407,10 @@ def report(args, results, loads, total_flops, dtypes, policies, load_start, elap
                 print(f"| {dt} | {name} | {r['steady_s']:.3f} | {ve} | {vi} | "
                       f"{total_flops / r['steady_s'] / 1e9:.0f} | {r['first_s']:.1f} | {_gb(r['steady_rss']):.2f} | "
                       f"{_gb(r['peak_rss']):.2f} | {dev} | {diffs} |")
+    caps = {r["device_capacity"] for r in results.values() if "device_capacity" in r}
+    if caps:
+        print(f"(device peak: torch.neuron.max_memory_allocated() during the steady calls, of a core of "
+              f"{', '.join(f'{c / 2**30:.1f} GiB' for c in sorted(caps))}: TORCH_NEURONX_CORE_MEMORY, else the platform's)")
     if loads:
         print()
         print("| dtype | load | device | seconds | weights GB | peak RSS above baseline GB | x weights | "
