@@ -209,11 +209,13 @@ def child(spec):
     if device == "neuron":
         torch.neuron.reset_peak_memory_stats()
     _reset_peak_rss()
+    native = _native_seconds(device)
     times = []
     for _ in range(spec["rounds"]):
         start = time.perf_counter()
         out = call()
         times.append(time.perf_counter() - start)
+    res["native_s"] = (_native_seconds(device) - native) / spec["rounds"]
     res["steady_s"] = statistics.median(times)
     res["best_s"] = min(times)
     res["steady_rss"] = _rss()[1]
@@ -223,6 +225,15 @@ def child(spec):
     torch.save(out.cpu(), spec["out"])
     res["peak_rss"] = _max_rss()
     return res
+
+
+def _native_seconds(device):
+    """Seconds spent so far in torch's CPU kernels called from executables (neuron sides)."""
+    if device != "neuron":
+        return 0.0
+    from torch_neuronx import metrics
+
+    return sum(v["seconds"] for v in metrics.native_kernel_stats().values())
 
 
 def _max_rss():
@@ -407,6 +418,11 @@ def report(args, results, loads, total_flops, dtypes, policies, load_start, elap
                 print(f"| {dt} | {name} | {r['steady_s']:.3f} | {ve} | {vi} | "
                       f"{total_flops / r['steady_s'] / 1e9:.0f} | {r['first_s']:.1f} | {_gb(r['steady_rss']):.2f} | "
                       f"{_gb(r['peak_rss']):.2f} | {dev} | {diffs} |")
+    native = [(k, r) for k, r in results.items() if r.get("native_s")]
+    if native:
+        print("time in torch's CPU kernels called from executables (matmuls, attention, convolutions), per "
+              "forward: " + "; ".join(f"{dt} {side}{'' if p == 'default' else ' ' + p} {r['native_s']:.3f} s "
+                                      f"({r['native_s'] / r['steady_s']:.0%})" for (dt, side, p), r in native))
     caps = {r["device_capacity"] for r in results.values() if "device_capacity" in r}
     if caps:
         print(f"(device peak: torch.neuron.max_memory_allocated() during the steady calls, of a core of "

@@ -131,7 +131,7 @@ struct PythonRuntimeHooks final : RuntimeHooks {
 
 namespace torch_neuronx {
 py::dict native_kernel_handlers();  // native_kernels.cpp
-py::dict native_kernel_calls();
+py::dict native_kernel_stats();
 }  // namespace torch_neuronx
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -192,7 +192,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "_native_kernel_handlers",
       &native_kernel_handlers,
       "XLA FFI handlers of torch's CPU kernels, by custom-call target name (runtime/native_kernels.py).");
-  m.def("_native_kernel_calls", &native_kernel_calls, "Calls of each native kernel in this process.");
+  m.def(
+      "_native_kernel_stats",
+      &native_kernel_stats,
+      "kernel -> (calls, seconds inside it) of each native kernel in this process.");
   m.def(
       "_current_stream",
       [](int device) {

@@ -14,6 +14,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -71,18 +72,26 @@ at::Scalar scalar(const ffi::AnyBuffer& buf) {
 // run independent custom calls on two of its threads at once.
 std::mutex g_kernel_lock;
 
-// Calls per kernel (metrics.native_kernel_calls): what proves a product took torch's kernel.
+// Calls and seconds per kernel (metrics.native_kernel_stats): what proves a product took torch's kernel,
+// and how much of a program's time it was.
 enum Kernel { kMatmul, kAddMatmul, kAttention, kConvolution, kKernels };
 constexpr const char* kKernelNames[kKernels] = {"matmul", "addmatmul", "attention", "convolution"};
 std::atomic<uint64_t> g_calls[kKernels];
+std::atomic<uint64_t> g_nanoseconds[kKernels];
 
 template <typename F>
 ffi::Error run(Kernel kernel, const char* what, F&& body) {
   g_calls[kernel].fetch_add(1, std::memory_order_relaxed);
   try {
     std::lock_guard<std::mutex> lock(g_kernel_lock);
-    c10::InferenceMode inference;
-    body();
+    const auto start = std::chrono::steady_clock::now();
+    {
+      c10::InferenceMode inference;
+      body();
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    g_nanoseconds[kernel].fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(took).count(), std::memory_order_relaxed);
     return ffi::Error::Success();
   } catch (const std::exception& e) {
     return ffi::Error(ffi::ErrorCode::kInternal, std::string(what) + ": " + e.what());
@@ -252,11 +261,12 @@ py::dict native_kernel_handlers() {
   return out;
 }
 
-// kernel -> calls so far in this process.
-py::dict native_kernel_calls() {
+// kernel -> (calls, seconds inside the kernel) so far in this process.
+py::dict native_kernel_stats() {
   py::dict out;
   for (int k = 0; k < kKernels; ++k) {
-    out[kKernelNames[k]] = g_calls[k].load(std::memory_order_relaxed);
+    out[kKernelNames[k]] = py::make_tuple(
+        g_calls[k].load(std::memory_order_relaxed), g_nanoseconds[k].load(std::memory_order_relaxed) * 1e-9);
   }
   return out;
 }

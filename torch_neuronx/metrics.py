@@ -267,12 +267,18 @@ def executable_counts() -> dict:
     }
 
 
-def native_kernel_calls() -> dict[str, int]:
-    """Calls of torch's CPU kernels from inside executables in this process (`matmul`, `addmatmul`,
-    `attention`; runtime/native_kernels.py): counted by the kernels themselves, never cleared."""
+def native_kernel_stats() -> dict[str, dict]:
+    """torch's CPU kernels called from inside executables in this process (runtime/native_kernels.py):
+    per kernel (`matmul`, `addmatmul`, `attention`, `convolution`) its calls and the seconds spent in it,
+    counted by the kernels themselves and never cleared."""
     from . import _C
 
-    return dict(_C._native_kernel_calls())
+    return {k: {"calls": n, "seconds": s} for k, (n, s) in _C._native_kernel_stats().items()}
+
+
+def native_kernel_calls() -> dict[str, int]:
+    """Calls of each kernel of `native_kernel_stats()`."""
+    return {k: v["calls"] for k, v in native_kernel_stats().items()}
 
 
 def reset_dynamo_metrics() -> None:
@@ -319,6 +325,10 @@ def report() -> str:
             f"({d['disk_bytes_written'] / 1e6:.1f} MB); evicted from memory: {d['memory_evictions']}, "
             f"from disk: {d['disk_evictions']}; bad entries removed: {d['bad_entries']}"
         )
+    native = {k: v for k, v in native_kernel_stats().items() if v["calls"]}
+    if native:
+        lines.append("torch's CPU kernels in executables (since the process started): " + ", ".join(
+            f"{k} {v['calls']} calls {v['seconds']:.2f} s" for k, v in native.items()))
     if _fusion["runs"]:
         f = fusion_stats()
         ends = ", ".join(f"{why} {n}" for why, n in sorted(_run_ends.items(), key=lambda kv: -kv[1]))
