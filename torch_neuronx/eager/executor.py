@@ -332,7 +332,9 @@ def _scalar_array(value, device: int):
         return value  # 0.0 == -0.0 as a key, and huge ints: pass them as they are
     if len(_scalar_arrays) >= 4096:
         _scalar_arrays.clear()
-    arr = devices.put(jnp.asarray(value), device)
+    # put as it is: jax makes a Python number the same weakly typed array jnp.asarray makes, with no
+    # program compiled for it (jnp.asarray compiles one: XLA's first compile of a process, 40 ms)
+    arr = devices.put(value, device)
     _scalar_arrays[(device, type(value), value)] = arr
     return arr
 
