@@ -271,6 +271,28 @@ def test_a_new_process_takes_each_ops_output_plan_from_disk_and_runs_no_meta_ker
     again = child()
     assert {k: again[k] for k in want} == want and again["dynamo"] and again["writes"] == 1
 
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_default_dtype_is_part_of_an_ops_key(fused):
+    """What a factory without dtype= makes, and an integer tensor times a Python float, follow
+    torch.get_default_dtype(): a signature met under one default is not reused under another (in
+    this process, and through the disk cache: its key is the one a plan record is stored under)."""
+    before = torch.get_default_dtype()
+    got = []
+    try:
+        with fusion.setting(fused):
+            for dtype in (torch.float32, torch.float64, torch.float32):
+                torch.set_default_dtype(dtype)
+                ones = torch.ones(2, 3, device="neuron") + 1
+                scaled = torch.arange(3, device="neuron") * 1.5
+                got.append((dtype, ones.cpu(), scaled.cpu()))
+    finally:
+        torch.set_default_dtype(before)
+    for dtype, ones, scaled in got:
+        assert ones.dtype == scaled.dtype == dtype
+        torch.testing.assert_close(ones, torch.full((2, 3), 2.0, dtype=dtype))
+        torch.testing.assert_close(scaled, torch.arange(3, dtype=dtype) * 1.5)
+
 def test_a_failed_run_loses_its_results_loudly():
     x = torch.randn(3, device="neuron")
     storage.sync()

@@ -2,8 +2,8 @@
 
 A call's key is a plain value (see ARCHITECTURE.md): the platform, the op's name, per argument its
 tensor layout (storage slot, dtype, sizes, strides, offset, storage size, lazy bits), static value
-or scalar type, what each storage holds now, and last the device index (left out of `value_key`,
-the part that names the executable anywhere). The program reads every input view out of its storage
+or scalar type, what each storage holds now, the default dtype, and last the device index (left
+out of `value_key`, the part that names the executable anywhere). The program reads every input view out of its storage
 buffer, runs the op's lowering, casts each result to the dtype PyTorch's meta kernel gives, and
 returns the new storage buffers: fresh ones for new tensors and updated ones for storages the op
 writes (in-place and out= ops, whose old buffers are donated). So reading a view and writing
@@ -44,6 +44,7 @@ _BUFFERS = storage.BUFFERS
 _storage_key = storage.storage_key
 _empty_strided = torch.empty_strided
 _new_tuple = tuple.__new__
+_default_dtype = torch.get_default_dtype
 _pending_events = storage.pending_events
 _fusion_on = fusion.enabled
 _executed = metrics.executed_counts()
@@ -218,6 +219,8 @@ def _describe(spec: OpSpec, args: tuple, kwargs: dict):
     get = _BUFFERS.get
     buffers = [get(k) if k else None for k in call.keys]
     sig.append(tuple([None if b is None else (b.shape[0], b.dtype) for b in buffers]))
+    # what a factory without dtype= makes, and what an integer tensor times a Python float gives
+    sig.append(_default_dtype())
     sig.append(call.device)
     return call, buffers, tuple(sig)
 
