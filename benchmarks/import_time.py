@@ -7,8 +7,8 @@ at most 0.3 s). Table 2, a fresh process's first eager op with a warm disk cache
 `import torch` returning to the result of `(torch.ones(4, 4, device="neuron") + 1).cpu()` (target:
 at most 1.0 s), after one untimed run filled a temporary cache folder (TORCH_NEURONX_NEFF_CACHE_DIR)
 that every measured run shares. Below it, the same work in separate timed steps (jax's import, the
-device start, each op, the host read), so the next person sees where the time goes, and which step
-imported torch._dynamo, if any did.
+device start, each op, the host read; ml_dtypes, which jax imports, apart), so the next
+person sees where the time goes, and which step imported torch._dynamo, if any did.
 
 Children run with Python's bytecode cache on, as an installed package has it (pip writes the .pyc
 files at install): PYTHONDONTWRITEBYTECODE is dropped from their environment, and an untimed run of
@@ -55,8 +55,10 @@ def step(name):
     last = now
 
 step("(before the first op)")
+import ml_dtypes
+step("ml_dtypes import (jax imports it)")
 lazy_jax.load()
-step("jax import")
+step("jax import (the rest)")
 torch.neuron.init()
 step("device start")
 a = torch.ones(4, 4, device="neuron")
