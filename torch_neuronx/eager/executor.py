@@ -3,11 +3,11 @@
 A call's key is a plain value (see ARCHITECTURE.md): the platform, the op's name, per argument its
 tensor layout (storage slot, dtype, sizes, strides, offset, storage size, lazy bits), static value
 or scalar type, what each storage holds now, the default dtype, and last the device index (left
-out of `value_key`, the part that names the executable anywhere). The program reads every input view out of its storage
-buffer, runs the op's lowering, casts each result to the dtype PyTorch's meta kernel gives, and
-returns the new storage buffers: fresh ones for new tensors and updated ones for storages the op
-writes (in-place and out= ops, whose old buffers are donated). So reading a view and writing
-through one happen inside the op's executable (`ops.protocol`).
+out of `value_key`, the part that names the executable anywhere). The program reads every input
+view out of its storage buffer, runs the op's lowering, casts each result to the dtype PyTorch's
+meta kernel gives, and returns the new storage buffers: fresh ones for new tensors and updated
+ones for storages the op writes (in-place and out= ops, whose old buffers are donated). So reading
+a view and writing through one happen inside the op's executable (`ops.protocol`).
 
 On a cache miss the op runs once on meta tensors of the same layout: that gives PyTorch's own
 shape checks and error messages, its result dtypes and its output strides; then its program is
@@ -644,8 +644,8 @@ def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers, key=None):
 
 def _stored_plan(spec: OpSpec, args, kwargs, call: _Call, key):
     """The output plan of `key` that a process stored, or None. Its key holds everything the meta
-    call reads (each tensor's dtype and layout, static arguments, scalar types) and the package's
-    sources, and a stored plan is one whose meta call passed, whose argument checks passed (those
+    call reads (each tensor's dtype and layout, static arguments, scalar types, the default dtype)
+    and the package's sources, and a stored plan is one whose meta call passed, whose argument checks passed (those
     that read a Python number's value run on every call) and whose out= tensors needed no resize."""
     body = executable_cache().load_record(PLAN, spec.name, key)
     if body is None:
