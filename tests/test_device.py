@@ -19,6 +19,7 @@ def test_autoload_registers_without_importing_jax():
         "assert torch._C._get_privateuse1_backend_name() == 'neuron'\n"
         "assert hasattr(torch, 'neuron') and 'torch_neuronx' in sys.modules\n"
         "assert 'jax' not in sys.modules, 'jax must load on first device use, not at import torch'\n"
+        "assert 'ml_dtypes' not in sys.modules, 'ml_dtypes (half a second) must load with jax'\n"
         "print(torch.neuron.is_available(), torch.neuron.device_count())\n"
     )
     assert r.returncode == 0, r.stderr

@@ -2,6 +2,7 @@
 
 Every value is compared with the CPU and with the same ops run one launch each (`fusion.disabled()`).
 """
+import json
 import os
 import subprocess
 import sys
@@ -216,6 +217,81 @@ def test_off_by_environment_and_runs_load_from_disk(tmp_path):
     for value, *_ in (first, again, off):
         assert value == pytest.approx(expected, rel=1e-6)
 
+
+
+def test_a_new_process_takes_each_ops_output_plan_from_disk_and_runs_no_meta_kernel(tmp_path):
+    """Under fusion each op's output plan (what its meta call gave) is kept on disk (kind "plan")
+    beside the run: a new process meeting the same ops skips their meta calls (PyTorch's Python meta
+    kernels import torch._dynamo, a second or more), compiles nothing, and gets the same values,
+    through fresh results, an in-place op, an out= argument and two returns. A plan record that does
+    not unpickle is learned again."""
+    from torch_neuronx.cache import store
+
+    code = (
+        "import json, sys, torch\n"
+        "from torch_neuronx import metrics\n"
+        "x = torch.arange(12.0).reshape(3, 4).to('neuron')\n"
+        "y = torch.ones(3, 4, device='neuron') + 1\n"
+        "y.mul_(x)\n"
+        "out = torch.empty(3, 4, device='neuron')\n"
+        "torch.add(x, y, alpha=2, out=out)\n"
+        "values, indices = out.max(dim=1)\n"
+        "s = metrics.executable_cache_stats()\n"
+        "print(json.dumps({'values': values.cpu().tolist(), 'indices': indices.cpu().tolist(),\n"
+        "                  'y': y.cpu().tolist(), 'dynamo': 'torch._dynamo' in sys.modules,\n"
+        "                  'misses': s['disk_misses'], 'writes': s['disk_writes'],\n"
+        "                  'loaded': metrics.fusion_stats()['loaded']}))\n"
+    )
+    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path), TORCH_NEURONX_EAGER_FUSION="1")
+    env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
+
+    def child():
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.splitlines()[-1])
+
+    x = torch.arange(12.0).reshape(3, 4)
+    y = (torch.ones(3, 4) + 1) * x
+    values, indices = torch.add(x, y, alpha=2).max(dim=1)
+    want = {"values": values.tolist(), "indices": indices.tolist(), "y": y.tolist()}
+    cold = child()
+    plans = []
+    for path in tmp_path.rglob("*.entry"):
+        info, _body = store.decode(path.read_bytes(), path.stem)
+        if info.kind == "plan":
+            plans.append((path, info))
+    assert len(plans) == 5, plans  # ones, add, mul_, add.out, max.dim
+    warm = child()
+    assert {k: cold[k] for k in want} == want and {k: warm[k] for k in want} == want
+    assert cold["dynamo"] and not warm["dynamo"]
+    assert warm["misses"] == 0 and warm["writes"] == 0 and warm["loaded"] == 1
+    # a record whose body does not unpickle (its checksum good): that op's plan is learned and stored again
+    path, info = plans[0]
+    path.write_bytes(store.encode(info.name, info.kind, info.key, b"not a plan"))
+    again = child()
+    assert {k: again[k] for k in want} == want and again["dynamo"] and again["writes"] == 1
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_default_dtype_is_part_of_an_ops_key(fused):
+    """What a factory without dtype= makes, and an integer tensor times a Python float, follow
+    torch.get_default_dtype(): a signature met under one default is not reused under another (in
+    this process, and through the disk cache: its key is the one a plan record is stored under)."""
+    before = torch.get_default_dtype()
+    got = []
+    try:
+        with fusion.setting(fused):
+            for dtype in (torch.float32, torch.float64, torch.float32):
+                torch.set_default_dtype(dtype)
+                ones = torch.ones(2, 3, device="neuron") + 1
+                scaled = torch.arange(3, device="neuron") * 1.5
+                got.append((dtype, ones.cpu(), scaled.cpu()))
+    finally:
+        torch.set_default_dtype(before)
+    for dtype, ones, scaled in got:
+        assert ones.dtype == scaled.dtype == dtype
+        torch.testing.assert_close(ones, torch.full((2, 3), 2.0, dtype=dtype))
+        torch.testing.assert_close(scaled, torch.arange(3, dtype=dtype) * 1.5)
 
 def test_a_failed_run_loses_its_results_loudly():
     x = torch.randn(3, device="neuron")

@@ -16,7 +16,7 @@ import time
 from . import cache
 from .cache.store import DiskStore
 
-KINDS = ("op", "run", "graph", "aot", "probe")
+KINDS = ("op", "run", "graph", "aot", "plan", "probe")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,6 +234,8 @@ def _load_problem(store: DiskStore, info) -> str | None:
             from torch.fx._graph_pickler import GraphPickler
 
             GraphPickler.loads(body, FakeTensorMode())
+        elif info.kind == "plan":  # an eager op's output plan (eager/executor.py), not an executable
+            pickle.loads(body)
         else:  # (the layer's metadata, the serialized executable)
             executables.load(pickle.loads(body)[1], 0)
     except FileNotFoundError:

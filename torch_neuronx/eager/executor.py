@@ -2,21 +2,23 @@
 
 A call's key is a plain value (see ARCHITECTURE.md): the platform, the op's name, per argument its
 tensor layout (storage slot, dtype, sizes, strides, offset, storage size, lazy bits), static value
-or scalar type, what each storage holds now, and last the device index (left out of `value_key`,
-the part that names the executable anywhere). The program reads every input view out of its storage
-buffer, runs the op's lowering, casts each result to the dtype PyTorch's meta kernel gives, and
-returns the new storage buffers: fresh ones for new tensors and updated ones for storages the op
-writes (in-place and out= ops, whose old buffers are donated). So reading a view and writing
-through one happen inside the op's executable (`ops.protocol`).
+or scalar type, what each storage holds now, the default dtype, and last the device index (left
+out of `value_key`, the part that names the executable anywhere). The program reads every input
+view out of its storage buffer, runs the op's lowering, casts each result to the dtype PyTorch's
+meta kernel gives, and returns the new storage buffers: fresh ones for new tensors and updated
+ones for storages the op writes (in-place and out= ops, whose old buffers are donated). So reading
+a view and writing through one happen inside the op's executable (`ops.protocol`).
 
 On a cache miss the op runs once on meta tensors of the same layout: that gives PyTorch's own
 shape checks and error messages, its result dtypes and its output strides; then its program is
 traced to a jaxpr. With eager fusion on (`fusion`), a traced op is queued, not compiled: its jaxpr
-is replayed inside its run's executable (an op with value checks ends its run). Otherwise its
-executable is compiled from the jaxpr (and stored on disk).
+is replayed inside its run's executable (an op with value checks ends its run), and what the meta
+call gave is stored on disk (a `plan` record), so a new process traces the op without a meta call.
+Otherwise its executable is compiled from the jaxpr (and stored on disk).
 """
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 
@@ -42,6 +44,7 @@ _BUFFERS = storage.BUFFERS
 _storage_key = storage.storage_key
 _empty_strided = torch.empty_strided
 _new_tuple = tuple.__new__
+_default_dtype = torch.get_default_dtype
 _pending_events = storage.pending_events
 _fusion_on = fusion.enabled
 _executed = metrics.executed_counts()
@@ -216,6 +219,8 @@ def _describe(spec: OpSpec, args: tuple, kwargs: dict):
     get = _BUFFERS.get
     buffers = [get(k) if k else None for k in call.keys]
     sig.append(tuple([None if b is None else (b.shape[0], b.dtype) for b in buffers]))
+    # what a factory without dtype= makes, and what an integer tensor times a Python float gives
+    sig.append(_default_dtype())
     sig.append(call.device)
     return call, buffers, tuple(sig)
 
@@ -250,7 +255,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     _executed[spec.name] += 1
     if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
         if entry.jaxpr is None:  # compiled before fusion was on, or loaded from disk
-            if not _trace_into(spec, args, kwargs, call, buffers, entry):
+            if not _trace_into(spec, args, kwargs, call, buffers, entry, key):
                 return run(spec, args, kwargs)
         return _enqueue(spec, args, kwargs, call, entry)
     if storage.queued is not None:  # an op on its own: what is queued runs first
@@ -332,7 +337,9 @@ def _scalar_array(value, device: int):
         return value  # 0.0 == -0.0 as a key, and huge ints: pass them as they are
     if len(_scalar_arrays) >= 4096:
         _scalar_arrays.clear()
-    arr = devices.put(jnp.asarray(value), device)
+    # put as it is: jax makes a Python number the same weakly typed array jnp.asarray makes, with no
+    # program compiled for it (jnp.asarray compiles one: XLA's first compile of a process, 40 ms)
+    arr = devices.put(value, device)
     _scalar_arrays[(device, type(value), value)] = arr
     return arr
 
@@ -427,48 +434,71 @@ def _resize_out_arguments(spec, args, kwargs, margs, mkwargs) -> bool:
 class _OutputPlan:
     """What the lowering's outputs become. A functional lowering returns one value per schema
     return (None/ints where the op returns those; their values come from meta; a list for a
-    Tensor[] return), then the new values of the arguments the op writes."""
+    Tensor[] return), then the new values of the arguments the op writes.
 
-    def __init__(self, spec, args, kwargs, call, margs, mkwargs, mout):
-        mouts = list(mout) if isinstance(mout, (tuple, list)) and not spec.single_return else [mout]
-        self.fresh = []  # (sizes, strides, dtype) per fresh output
-        self.returns = []  # a Return per schema return
+    A plan follows from what the op's meta call gives (`from_meta`): each fresh result's (sizes,
+    strides, dtype), a Return per schema return, each written argument's (dtype, shape). Under
+    fusion those are kept on disk (kind "plan", `_trace`), so a new process meeting the signature
+    skips the meta call (`learned`)."""
+
+    def __init__(self, spec, args, kwargs, call, fresh, returns, written_types):
+        self.fresh = fresh  # (sizes, strides, dtype) per fresh output
+        self.returns = returns  # a Return per schema return
         self.take = []  # per program output before the writes: (lowering output, list item or None)
         n_own = 0  # the lowering's outputs: one per return that is not an argument
-        for ret, m in zip(spec.returns, mouts):
-            if ret is not None:
-                self.returns.append(Return(ReturnKind.ARGUMENT, ret))
+        for kind, what in returns:
+            if kind == _ARGUMENT:
                 continue
-            if isinstance(m, _Tensor):
-                self.returns.append(Return(ReturnKind.FRESH, len(self.fresh)))
-                self.fresh.append((tuple(m.shape), tuple(m.stride()), m.dtype))
-                self.take.append((n_own, None))
-            elif isinstance(m, list) and all(isinstance(x, _Tensor) for x in m):
-                self.returns.append(Return(ReturnKind.FRESH, list(range(len(self.fresh), len(self.fresh) + len(m)))))
-                for j, x in enumerate(m):
-                    self.fresh.append((tuple(x.shape), tuple(x.stride()), x.dtype))
-                    self.take.append((n_own, j))
-            elif m is None or isinstance(m, (int, float, bool)):
-                self.returns.append(Return(ReturnKind.CONSTANT, m))
-            else:
-                raise NotImplementedError(f"neuron: {spec.name} returns {type(m).__name__}; it needs its own kernel")
+            if kind == _FRESH:
+                if type(what) is list:  # a Tensor[] return
+                    self.take.extend((n_own, j) for j in range(len(what)))
+                else:
+                    self.take.append((n_own, None))
             n_own += 1
-        # each written argument that is a tensor (Tensor? may be None): its meta tensor, its layout
+        # the layout of each written argument that is a tensor (Tensor? may be None)
         self.written = []
         tensor_index = {id(t): i for i, t in enumerate(call.tensors)}
         for k, name in enumerate(spec.written):
-            meta = spec.arg_value(margs, mkwargs, name)
             real = spec.arg_value(args, kwargs, name)
-            if isinstance(meta, _Tensor) and isinstance(real, _Tensor):
-                _check_no_overlap(spec, meta, name)
-                self.written.append((meta, call.layouts[tensor_index[id(real)]]))
+            if isinstance(real, _Tensor):
+                self.written.append(call.layouts[tensor_index[id(real)]])
                 self.take.append((n_own + k, None))
         self.write_slots = []
-        for _meta, lay in self.written:
+        for lay in self.written:
             if lay.slot not in self.write_slots:
                 self.write_slots.append(lay.slot)
+        self.written_types = written_types
         # the dtype and shape PyTorch gives each program output: fresh tensors, then written arguments
-        self.out_types = [(f[2], f[0]) for f in self.fresh] + [(m.dtype, tuple(m.shape)) for m, _l in self.written]
+        self.out_types = [(f[2], f[0]) for f in fresh] + list(written_types)
+
+    @classmethod
+    def from_meta(cls, spec, args, kwargs, call, margs, mkwargs, mout):
+        mouts = list(mout) if isinstance(mout, (tuple, list)) and not spec.single_return else [mout]
+        fresh, returns = [], []
+        for ret, m in zip(spec.returns, mouts):
+            if ret is not None:
+                returns.append(Return(ReturnKind.ARGUMENT, ret))
+            elif isinstance(m, _Tensor):
+                returns.append(Return(ReturnKind.FRESH, len(fresh)))
+                fresh.append((tuple(m.shape), tuple(m.stride()), m.dtype))
+            elif isinstance(m, list) and all(isinstance(x, _Tensor) for x in m):
+                returns.append(Return(ReturnKind.FRESH, list(range(len(fresh), len(fresh) + len(m)))))
+                fresh.extend((tuple(x.shape), tuple(x.stride()), x.dtype) for x in m)
+            elif m is None or isinstance(m, (int, float, bool)):
+                returns.append(Return(ReturnKind.CONSTANT, m))
+            else:
+                raise NotImplementedError(f"neuron: {spec.name} returns {type(m).__name__}; it needs its own kernel")
+        written_types = []
+        for name in spec.written:
+            meta = spec.arg_value(margs, mkwargs, name)
+            if isinstance(meta, _Tensor) and isinstance(spec.arg_value(args, kwargs, name), _Tensor):
+                _check_no_overlap(spec, meta, name)
+                written_types.append((meta.dtype, tuple(meta.shape)))
+        return cls(spec, args, kwargs, call, fresh, returns, written_types)
+
+    def learned(self) -> tuple:
+        """What the meta call gave, as `__init__` takes it (what a plan record keeps)."""
+        return (self.fresh, self.returns, self.written_types)
 
 
 class _OpProgram:
@@ -500,7 +530,7 @@ class _OpProgram:
         self.checks = checked.described()
         results = self._typed(results)
         out = [fresh_storage(r, sizes, strides) for (sizes, strides, _d), r in zip(plan.fresh, results)]
-        for (_meta, lay), r in zip(plan.written, results[len(plan.fresh):]):
+        for lay, r in zip(plan.written, results[len(plan.fresh):]):
             storages.write(lay, r)
         out += storages.written(plan.write_slots)
         if checked.checks:  # one bool per check: True where it failed
@@ -551,10 +581,11 @@ class _OpProgram:
 
 
 def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
-    """The entry of a signature this process does not hold. Under fusion: traced (meta call and
-    jaxpr), no XLA. Otherwise from the disk cache (no meta call, no trace, no XLA: what was
-    learned compiling it came with it), else traced, compiled and stored there. None: out= tensors
-    were resized (describe the call again)."""
+    """The entry of a signature this process does not hold. Under fusion: traced (its output plan
+    from the disk cache where another process learned it, else from a meta call; then its jaxpr),
+    no XLA. Otherwise from the disk cache (no meta call, no trace, no XLA: what was learned compiling
+    it came with it), else traced, compiled and stored there. None: out= tensors were resized
+    (describe the call again)."""
     cache = executable_cache()
     device = torch.device("neuron", call.device)
     fuse = _fusion_on() and not _profiler_on()
@@ -567,7 +598,7 @@ def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
             return entry
     start = time.perf_counter()
     with profiling.range(f"neuron::compile_op {spec.name}"):
-        traced = _trace(spec, args, kwargs, call, buffers)
+        traced = _trace(spec, args, kwargs, call, buffers, key if fuse else None)
         if traced is None:
             return None
         plan, value_checks, jaxpr = traced
@@ -581,13 +612,22 @@ def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
     return entry
 
 
-def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers):
+PLAN = "plan"  # the disk cache's kind of an eager op's output plan (what its meta call gave)
+
+
+def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers, key=None):
     """(output plan, value checks, closed jaxpr) of the call's program, or None when out= tensors
-    were resized."""
-    margs, mkwargs, mout = _meta_call(spec, args, kwargs)
-    if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs):
-        return None
-    plan = _OutputPlan(spec, args, kwargs, call, margs, mkwargs, mout)
+    were resized. With the call's `key` (under fusion, where the plan is all a new process needs
+    before the run's executable loads), the plan comes from the disk cache where a process stored
+    it, and one learned here from the meta call is stored there: so a warm process skips PyTorch's
+    meta kernels, whose Python ones import torch._dynamo on their first call (a second or more)."""
+    plan = _stored_plan(spec, args, kwargs, call, key) if key is not None else None
+    learned = plan is None
+    if learned:
+        margs, mkwargs, mout = _meta_call(spec, args, kwargs)
+        if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs):
+            return None
+        plan = _OutputPlan.from_meta(spec, args, kwargs, call, margs, mkwargs, mout)
     program = _OpProgram(spec, args, kwargs, call, buffers, plan)
     try:
         with devices.on_device(call.device):
@@ -596,13 +636,31 @@ def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers):
         raise _lowering_error(spec, call, e) from None
     except Exception as e:  # a lowering failure: say which op and which inputs
         raise _lowering_error(spec, call, e) from e
+    if learned and key is not None:
+        body = pickle.dumps(plan.learned(), protocol=pickle.HIGHEST_PROTOCOL)
+        executable_cache().save_record(PLAN, spec.name, key, body)
     return plan, program.checks, jaxpr
 
 
-def _trace_into(spec: OpSpec, args, kwargs, call: _Call, buffers, entry: Entry) -> bool:
+def _stored_plan(spec: OpSpec, args, kwargs, call: _Call, key):
+    """The output plan of `key` that a process stored, or None. Its key holds everything the meta
+    call reads (each tensor's dtype and layout, static arguments, scalar types, the default dtype)
+    and the package's sources, and a stored plan is one whose meta call passed, whose argument checks passed (those
+    that read a Python number's value run on every call) and whose out= tensors needed no resize."""
+    body = executable_cache().load_record(PLAN, spec.name, key)
+    if body is None:
+        return None
+    try:
+        fresh, returns, written_types = pickle.loads(body)
+    except Exception:  # a record this code cannot read: learn the plan again (and store it over)
+        return None
+    return _OutputPlan(spec, args, kwargs, call, fresh, returns, written_types)
+
+
+def _trace_into(spec: OpSpec, args, kwargs, call: _Call, buffers, entry: Entry, key) -> bool:
     """Give an entry compiled without one (loaded from disk, or before fusion was on) its jaxpr;
     False when out= tensors were resized."""
-    traced = _trace(spec, args, kwargs, call, buffers)
+    traced = _trace(spec, args, kwargs, call, buffers, key)
     if traced is None:
         return False
     entry.set_jaxpr(traced[2])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..ops import LOWERINGS
-from ..ops.variants import is_view, variants
+from ..ops.variants import is_view, variant_table
 from . import composite_kernels, dynamic, executor, fallback, transfers
 from .meta_kernels import META_KERNELS
 from .specs import spec_for
@@ -90,12 +90,13 @@ def _register_into(lib) -> None:
         if not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Meta"):
             lib.impl(op, fn, "Meta")
     done = set(own)
-    for op in list(LOWERINGS):
-        for target in [op] + variants(op):
-            if target in done or not _reaches_backend(target):
-                continue
-            done.add(target)
-            lib.impl(target, _kernel(target), "PrivateUse1")
+    # every lowered overload and every variant one computes (the table `spec_for` reads too: built
+    # once, here)
+    for target in [*LOWERINGS, *variant_table()]:
+        if target in done or not _reaches_backend(target):
+            continue
+        done.add(target)
+        lib.impl(target, _kernel(target), "PrivateUse1")
     boxed = torch.library.Library("_", "IMPL")
     boxed.fallback(fallback.fallback, dispatch_key="PrivateUse1")
     _libs.extend([lib, boxed])

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
@@ -41,7 +40,6 @@ from ._registry import aten, lower
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _U8 = np.dtype(np.uint8)
-_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), _F32, _F64)
 
 
 def _opmath(dtype) -> np.dtype:
@@ -62,7 +60,7 @@ def _name(dtype) -> str:
 def _require_float(op: str, dtype) -> None:
     """PyTorch's CPU kernel's dispatch error for dtypes it has no kernel for."""
     dt = np.dtype(dtype)
-    if dt in _FLOATS:
+    if dt == _F32 or dt == _F64 or is_low_precision(dt):
         return
     raise NotImplementedError(f'"{op}" not implemented for \'{_name(dt)}\'')
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
@@ -465,10 +464,10 @@ def _legendre(x, n):
     return jnp.where(n < 0, jnp.zeros_like(x), r)
 
 
-_DTYPE_NAMES = {np.dtype(ml_dtypes.bfloat16): "BFloat16", np.dtype(np.float16): "Half", np.dtype(np.int64): "Long",
-                np.dtype(np.int32): "Int", np.dtype(np.int16): "Short", np.dtype(np.int8): "Char",
-                np.dtype(np.uint8): "Byte", np.dtype(np.bool_): "Bool", np.dtype(np.complex64): "ComplexFloat",
-                np.dtype(np.complex128): "ComplexDouble"}
+# PyTorch's names of dtypes in its CPU kernels' dispatch errors, by numpy dtype name
+_DTYPE_NAMES = {"bfloat16": "BFloat16", "float16": "Half", "int64": "Long", "int32": "Int", "int16": "Short",
+                "int8": "Char", "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
+                "complex128": "ComplexDouble"}
 
 
 def _float32_64(name, dt):
@@ -478,7 +477,7 @@ def _float32_64(name, dt):
 
 
 def _not_implemented(name, dt):
-    return NotImplementedError(f'"{name}" not implemented for \'{_DTYPE_NAMES.get(np.dtype(dt), np.dtype(dt).name)}\'')
+    return NotImplementedError(f'"{name}" not implemented for \'{_DTYPE_NAMES.get(np.dtype(dt).name, np.dtype(dt).name)}\'')
 
 
 def _float_unary(name, fn):
