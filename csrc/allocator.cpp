@@ -78,6 +78,35 @@ DeviceCounters& counters_for(int device) {
 }
 
 // Deleter: no GIL, no Python; just a FREE event and bookkeeping.
+// Raises OutOfMemoryError (counting it) when `nbytes` more than what is allocated would pass the
+// device's capacity; `what` starts the message. Called with c.mutex held.
+void check_capacity(DeviceCounters& c, c10::DeviceIndex device, int64_t nbytes, const char* what) {
+  const int64_t allocated = c.stats.allocated_bytes[kAll].current;
+  if (c.capacity <= 0 || allocated + nbytes <= c.capacity) {
+    return;
+  }
+  c.stats.num_ooms += 1;
+  const int64_t reserved = c.stats.reserved_bytes[kAll].current;
+  TORCH_CHECK_WITH(
+      OutOfMemoryError,
+      false,
+      "neuron out of memory. ",
+      what,
+      format_bytes(nbytes),
+      ". neuron:",
+      static_cast<int>(device),
+      " has a total capacity of ",
+      format_bytes(c.capacity),
+      " of which ",
+      format_bytes(std::max<int64_t>(c.capacity - allocated, 0)),
+      " is free. Of the allocated memory ",
+      format_bytes(allocated),
+      " is allocated by PyTorch, and ",
+      format_bytes(std::max<int64_t>(reserved - allocated, 0)),
+      " is reserved by PyTorch but unallocated (torch.neuron.empty_cache() releases it). "
+      "The capacity is TORCH_NEURONX_CORE_MEMORY's, or the platform's memory when it is unset.");
+}
+
 void delete_allocation(void* raw) {
   auto* ctx = static_cast<AllocationContext*>(raw);
   {
@@ -183,28 +212,7 @@ c10::DataPtr allocate_on(size_t nbytes, c10::DeviceIndex device) {
   {
     auto& c = counters_for(device);
     std::lock_guard<std::mutex> lock(c.mutex);
-    const int64_t allocated = c.stats.allocated_bytes[kAll].current;
-    if (c.capacity > 0 && allocated + static_cast<int64_t>(nbytes) > c.capacity) {
-      c.stats.num_ooms += 1;
-      const int64_t reserved = c.stats.reserved_bytes[kAll].current;
-      TORCH_CHECK_WITH(
-          OutOfMemoryError,
-          false,
-          "neuron out of memory. Tried to allocate ",
-          format_bytes(static_cast<int64_t>(nbytes)),
-          ". neuron:",
-          static_cast<int>(device),
-          " has a total capacity of ",
-          format_bytes(c.capacity),
-          " of which ",
-          format_bytes(std::max<int64_t>(c.capacity - allocated, 0)),
-          " is free. Of the allocated memory ",
-          format_bytes(allocated),
-          " is allocated by PyTorch, and ",
-          format_bytes(std::max<int64_t>(reserved - allocated, 0)),
-          " is reserved by PyTorch but unallocated (torch.neuron.empty_cache() releases it). "
-          "The capacity is TORCH_NEURONX_CORE_MEMORY's, or the platform's memory when it is unset.");
-    }
+    check_capacity(c, device, static_cast<int64_t>(nbytes), "Tried to allocate ");
     count_allocation(c.stats, nbytes);
   }
   const uint64_t span = (nbytes + kAlignment - 1) & ~(kAlignment - 1);
@@ -333,6 +341,19 @@ int64_t memory_capacity(c10::DeviceIndex device) {
   auto& c = g_counters[device];
   std::lock_guard<std::mutex> lock(c.mutex);
   return c.capacity;
+}
+
+void note_workspace(c10::DeviceIndex device, int64_t bytes) {
+  if (bytes <= 0) {
+    return;
+  }
+  auto& c = counters_for(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  check_capacity(c, device, bytes, "An executable needs a workspace of ");
+  for (auto* stat : {&c.stats.allocated_bytes[kAll], &c.stats.active_bytes[kAll],
+                     &c.stats.requested_bytes[kAll], &c.stats.reserved_bytes[kAll]}) {
+    stat->peak = std::max(stat->peak, stat->current + bytes);
+  }
 }
 
 void record_out_of_memory(c10::DeviceIndex device) {

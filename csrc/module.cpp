@@ -187,6 +187,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       [](int device) { record_out_of_memory(static_cast<c10::DeviceIndex>(device)); },
       py::arg("device"),
       "Count a platform allocation failure in memory_stats()['num_ooms'].");
+  m.def(
+      "_note_workspace",
+      [](int device, int64_t bytes) { note_workspace(static_cast<c10::DeviceIndex>(device), bytes); },
+      py::arg("device"),
+      py::arg("bytes"),
+      "An executable's launch needs `bytes` of scratch memory: OutOfMemoryError past the capacity, and "
+      "counted in the peak memory stats.");
   m.def("_format_bytes", &format_bytes, py::arg("bytes"));
   m.def(
       "_native_kernel_handlers",

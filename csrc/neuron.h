@@ -92,6 +92,9 @@ void reset_accumulated_memory_stats(c10::DeviceIndex device);
 void set_memory_capacity(c10::DeviceIndex device, int64_t bytes);
 int64_t memory_capacity(c10::DeviceIndex device);
 void record_out_of_memory(c10::DeviceIndex device);
+// An executable about to launch needs `bytes` of scratch memory beside its buffers (XLA's temporaries):
+// raises OutOfMemoryError past the capacity, and counts it in the peaks of memory_stats().
+void note_workspace(c10::DeviceIndex device, int64_t bytes);
 std::string format_bytes(int64_t bytes);
 
 // ---- pinned host memory (host_allocator.cpp) --------------------------------

@@ -228,3 +228,37 @@ def test_weights_loaded_from_a_file_mapping_are_not_resident_twice(tmp_path):
         assert torch.equal(v.cpu(), weights[k])
     for k, v in loaded.items():  # the mapping still reads the file's values
         assert torch.equal(v, weights[k])
+
+
+def test_an_executables_workspace_counts_in_the_peak():
+    """XLA's temporaries of a launch (beside its arguments and results) count in the peak: a graph whose
+    intermediates are large and whose result is a scalar raises the peak by at least one intermediate."""
+    x = torch.randn(1024, 1024, device="neuron")
+    f = torch.compile(lambda x: ((x @ x).sin() @ x).cos().sum(), backend="neuron")
+    f(x).item()
+    torch.neuron.reset_peak_memory_stats()
+    allocated = torch.neuron.memory_allocated()
+    got = f(x).item()
+    assert torch.neuron.max_memory_allocated() - allocated >= 4 * 2**20  # one 1024x1024 float32 intermediate
+    assert torch.neuron.memory_allocated() - allocated < 2**20
+    xc = x.cpu()
+    assert abs(got - ((xc @ xc).sin() @ xc).cos().sum().item()) < 1e-2 * max(1.0, abs(got))
+
+
+def test_a_workspace_past_the_capacity_is_out_of_memory():
+    out = _run_with_capacity("24MiB", """
+import torch
+MiB = 2**20
+x = torch.randn(1024, 1024, device="neuron")  # 4 MiB; the graph's temporaries need more than the 20 left
+f = torch.compile(lambda x: sum(((x @ x) * i).sin() @ x for i in range(1, 6)).cos().sum(), backend="neuron")
+try:
+    f(x).item()
+except torch.OutOfMemoryError as e:
+    msg = str(e)
+else:
+    raise SystemExit("no OutOfMemoryError for a workspace past the capacity")
+assert msg.startswith("graph ") and "An executable needs a workspace of" in msg, msg
+assert torch.neuron.memory_stats()["num_ooms"] == 1
+print((x + 1).sum().item() != 0)  # the process goes on working
+""")
+    assert out.strip() == "True"

@@ -31,7 +31,7 @@ from ..ops.checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
 from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
                             arg_kind, fresh_storage, wrap)
-from ..runtime import config, devices, profiling, rng, storage, streams, transfer
+from ..runtime import config, devices, executables, profiling, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
 from . import artifacts
 from .errors import NEFFCompilationError, NEFFExecutionError
@@ -198,6 +198,10 @@ class GraphProgram:
         metrics.graph_executed(self.name)
         self.host_failures.clear()
         try:
+            executables.note_workspace(exe.fn, device.index)
+        except torch.OutOfMemoryError as e:
+            raise torch.OutOfMemoryError(f"graph {self.name}: {e}") from None
+        try:
             with profiling.range(self.range_name):
                 outs = profiling.launch(profiling.RECORD_GRAPH, self.name, device.index, exe.fn, arrays)
         except Exception as e:
@@ -249,8 +253,8 @@ class GraphProgram:
                 self.signatures.add(sig)
             return exe
         key = (_PROCESS, self.structure) + sig
-        executables = cache.executable_cache()
-        exe = executables.get(key)
+        store = cache.executable_cache()
+        exe = store.get(key)
         if exe is not None:
             if sig not in self.signatures:
                 # the same graph (same code, same constants) compiled before for these inputs: a graph
@@ -258,8 +262,8 @@ class GraphProgram:
                 metrics.graph_reused(self.name)
                 self.signatures.add(sig)
             return exe
-        with executables.compiling("graph", key):  # other processes compiling this key wait for it
-            found = executables.load("graph", self.name, key)
+        with store.compiling("graph", key):  # other processes compiling this key wait for it
+            found = store.load("graph", self.name, key)
             if found is not None:
                 exe = _Executable(found.executable, found.meta, key[:-1])
                 nbytes = found.nbytes
@@ -267,8 +271,8 @@ class GraphProgram:
             else:
                 with profiling.range(f"neuron::compile_graph {self.name}"):
                     exe = self._compile(inputs, device, self._reason(sig))
-                nbytes = executables.save("graph", self.name, key, exe.meta, exe.fn)
-        executables.put(key, exe, nbytes)
+                nbytes = store.save("graph", self.name, key, exe.meta, exe.fn)
+        store.put(key, exe, nbytes)
         self.signatures.add(sig)
         return exe
 

@@ -268,6 +268,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     device = call.device
     _add_scalar_inputs(call, inputs)
     try:
+        executables.note_workspace(entry.fn, device)
         if _profiler_on():
             outs = profiling.launch(profiling.RECORD_OP, spec.name, device, entry.fn, inputs)
         else:

@@ -218,6 +218,7 @@ def _flush(reason: str) -> None:
         if fn is None:
             fn = _load_or_compile(q, key, live, device)
         try:
+            executables.note_workspace(fn, device)
             outs = fn(*q.inputs, *q.scalars)
         except Exception as e:
             raise storage.launch_error(_describe_run(q), device, e) from e

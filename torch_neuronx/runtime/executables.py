@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import pickle
 
+from .. import _C
 from . import config, devices
 from .lazy_jax import jax
 
@@ -92,6 +93,22 @@ def load(data: bytes, index: int):
         unpickler.xla_bytes, xc.DeviceList((device,)), options
     )
     return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs)
+
+
+def note_workspace(compiled, index: int) -> None:
+    """Before launching `compiled` on neuron:index: the scratch memory it takes beside its buffers while
+    it runs (XLA's temporaries, from its memory analysis, read once per executable) counts in the
+    device's peak memory stats, and past the core's capacity the launch is a torch.OutOfMemoryError, as
+    on a device whose executables allocate their workspace from the device's memory."""
+    nbytes = getattr(compiled, "_neuron_workspace", None)
+    if nbytes is None:
+        try:
+            nbytes = int(compiled.memory_analysis().temp_size_in_bytes)
+        except Exception:  # noqa: BLE001 (a platform without a memory analysis: nothing to count)
+            nbytes = 0
+        compiled._neuron_workspace = nbytes
+    if nbytes:
+        _C._note_workspace(index, nbytes)
 
 
 def clear_trace_caches() -> None:

@@ -130,6 +130,8 @@ def synchronize(device: int | None = None) -> None:
 def launch_error(what: str, device: int, e: Exception) -> Exception:
     """The error of a launch of `what` (an op, a fused run) that failed: out of memory, or the
     executable's own failure, naming `what` as PyTorch names the op."""
+    if isinstance(e, torch.OutOfMemoryError):  # its workspace past the capacity (executables.note_workspace)
+        return torch.OutOfMemoryError(f"{what}: {e}")
     oom = out_of_memory_error(device, what, e)
     return oom if oom is not None else RuntimeError(f"{what}: the executable failed: {type(e).__name__}: {e}")
 
