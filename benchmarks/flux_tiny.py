@@ -24,8 +24,10 @@ Rows (each measurement in a child process, one after another, never two at once)
 The steady rows also show the best round (a busy neighbour moves the median more than the best).
 
 The torch side always runs under torch's default threading, in a child of its own (no neuron work in
-it: XLA's threads beside torch's slow torch down; the neuron children measure torch eager again beside
-them, shown for reference). The neuron side runs twice, in children with the default threading and
+it); the neuron children measure torch eager again right after each neuron forward, shown for reference
+beside torch alone right after an idle pause as long as a neuron forward: an idle gap alone costs torch's
+CPU path several percent (its OpenMP threads go to sleep and must be woken), so that, not torch run back
+to back, is what says whether neuron's threads slow torch down. The neuron side runs twice, in children with the default threading and
 with OMP_WAIT_POLICY=PASSIVE (which keeps torch's idle OpenMP threads from spinning against XLA's on a
 small machine, but slows torch's own CPU path about 2.5x here), and every ratio is taken against the
 torch numbers measured under the default. The neuron eager rows run once per `--fusion` setting
@@ -53,6 +55,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IMG, TXT = 256, 32
 POLICIES = {"default": None, "PASSIVE": "PASSIVE"}
+PAUSE_S = 0.02  # about a neuron eager forward of the tiny model
+PAUSED = "torch eager after a pause"
 
 
 def build_tiny():
@@ -198,11 +202,19 @@ def child(spec):
         first["Inductor"], out = _timed(lambda: inductor(**x)[0])
         res["rel_inductor"] = _rel(out, ref)
         runs["Inductor"] = lambda: inductor(**x)[0]
+    pauses = {}
+    if spec["torch"] and not spec["neuron"]:
+        # torch's own cost of an idle gap (its OpenMP threads go to sleep and must be woken): the fair
+        # reference for torch measured right after a neuron forward, which is such a gap for torch
+        runs[PAUSED] = runs["torch eager"]
+        pauses[PAUSED] = PAUSE_S
     for fn in runs.values():  # one warm call each
         _timed(fn)
     times = {name: [] for name in runs}
     for _ in range(rounds):  # interleaved, so the machine's noise hits every variant alike
         for name, fn in runs.items():
+            if name in pauses:
+                time.sleep(pauses[name])
             times[name].append(_timed(fn)[0])
     res["steady_ms"] = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     res["best_ms"] = {name: min(t) * 1e3 for name, t in times.items()}
@@ -320,11 +332,17 @@ def report(torch_side, results, fresh, fusions, rounds, iters, shapes, elapsed, 
                 rows.append((label(policy, None, "compiled"), r["neuron compiled"], b["neuron compiled"]))
     for name, ms, best in rows:
         print(f"  {name:44} {ms:9.2f} {ms / eager_ms:14.3g} {ms / inductor_ms:11.3g} {best:9.2f}")
-    print("  for reference, torch CPU eager in the neuron children (beside neuron's threads):")
+    paused = torch_side["steady_ms"][PAUSED]
+    print(f"  for reference, torch CPU eager in the neuron children, right after a neuron forward (beside "
+          f"neuron's threads), and alone right after a {PAUSE_S * 1e3:.0f} ms idle pause (torch's own threads "
+          f"cooling down); the last column is the neuron children's over the paused one:")
+    print(f"  {'  alone, after a pause':44} {paused:9.2f} {paused / eager_ms:14.3g} {paused / inductor_ms:11.3g} "
+          f"{torch_side['best_ms'][PAUSED]:9.2f}")
     for policy in POLICIES:
         ms = results[(policy, fusions[0])]["steady_ms"]["torch eager"]
         best = results[(policy, fusions[0])]["best_ms"]["torch eager"]
-        print(f"  {f'  {policy} threads':44} {ms:9.2f} {ms / eager_ms:14.3g} {ms / inductor_ms:11.3g} {best:9.2f}")
+        print(f"  {f'  {policy} threads':44} {ms:9.2f} {ms / eager_ms:14.3g} {ms / inductor_ms:11.3g} {best:9.2f}"
+              f"   {ms / paused - 1:+.1%} over the paused")
     print()
     print("first call in the process (s)")
     how = "Inductor cache as found" if quick else "empty Inductor cache"
