@@ -302,7 +302,7 @@ class GraphProgram:
             raise NEFFCompilationError(f"graph {self.name}: {where} could not be lowered: {kind}: {e}") from e
         traced = time.perf_counter()
         try:
-            fn = lowered.compile()
+            fn = executables.compile_lowered(lowered, small=False)
         except Exception as e:
             raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - start

@@ -7,6 +7,8 @@ NEURON_RT_VISIBLE_CORES  which of them this process sees: "0", "0-3" or "0,2" (d
                          launcher that sets LOCAL_RANK, such as torchrun, the one core LOCAL_RANK).
 TORCH_NEURONX_NATIVE_KERNELS  on the CPU platform, whether executables call torch's own CPU kernels for
                          bfloat16/float16 matrix products and attention (1, the default) or XLA's (0).
+TORCH_NEURONX_HOST_MMAP_THRESHOLD  on the CPU platform, glibc's mmap threshold (default 8MiB; 0 leaves
+                         glibc's dynamic one).
 
 Under torchrun each process owns one core, as on Trainium: NEURON_RT_VISIBLE_CORES defaults to
 LOCAL_RANK, and that core is the process's neuron:0. On the CPU platform every process emulates the
@@ -107,10 +109,9 @@ _UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g"
           "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 
 
-def core_memory() -> int | None:
-    """Each core's memory capacity from TORCH_NEURONX_CORE_MEMORY ("24GiB", "512M", "2GB", bytes),
-    or None: the platform's memory."""
-    text = os.environ.get("TORCH_NEURONX_CORE_MEMORY", "").strip()
+def _size(var: str, example: str) -> int | None:
+    """A size setting ("24GiB", "512M", "2GB", a byte count; unset or empty: None)."""
+    text = os.environ.get(var, "").strip()
     if not text:
         return None
     number = text.rstrip("BbIiKkMmGgTt ")
@@ -119,11 +120,28 @@ def core_memory() -> int | None:
         value = float(number)
     except ValueError:
         value = -1.0
-    if unit not in _UNITS or not value > 0:
-        raise ValueError(
-            f"TORCH_NEURONX_CORE_MEMORY={text!r}: expected a size such as 24GiB, 512MiB, 2GB or a byte count"
-        )
+    if unit not in _UNITS or value < 0:
+        raise ValueError(f"{var}={text!r}: expected a size such as {example} or a byte count")
     return int(value * _UNITS[unit])
+
+
+def core_memory() -> int | None:
+    """Each core's memory capacity from TORCH_NEURONX_CORE_MEMORY ("24GiB", "512M", "2GB", bytes),
+    or None: the platform's memory."""
+    value = _size("TORCH_NEURONX_CORE_MEMORY", "24GiB, 512MiB, 2GB")
+    if value == 0:
+        raise ValueError("TORCH_NEURONX_CORE_MEMORY=0: expected a size such as 24GiB, 512MiB, 2GB or a byte count")
+    return value
+
+
+DEFAULT_HOST_MMAP_THRESHOLD = 8 << 20
+
+
+def host_mmap_threshold() -> int:
+    """TORCH_NEURONX_HOST_MMAP_THRESHOLD (default 8MiB; 0: glibc's own): on the CPU platform, the size from
+    which host allocations are their own mappings, returned to the system when freed (runtime/devices.py)."""
+    value = _size("TORCH_NEURONX_HOST_MMAP_THRESHOLD", "8MiB")
+    return DEFAULT_HOST_MMAP_THRESHOLD if value is None else value
 
 
 def flag(var: str, default: bool) -> bool:
