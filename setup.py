@@ -34,7 +34,10 @@ setup(
             "torch_neuronx._C",
             sorted(glob.glob("csrc/*.cpp")),
             include_dirs=_KINETO + _xla_ffi_include(),
-            extra_compile_args=["-O2", "-std=c++20"],
+            # OpenMP as torch is built with it: at::parallel_for (bf16_attention.cpp) runs on torch's own
+            # thread pool (the libgomp.so.1 torch loads, which the loader reuses by its name)
+            extra_compile_args=["-O2", "-std=c++20", "-fopenmp"],
+            extra_link_args=["-fopenmp"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -200,6 +200,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       &native_kernel_handlers,
       "XLA FFI handlers of torch's CPU kernels, by custom-call target name (runtime/native_kernels.py).");
   m.def(
+      "_bf16_attention_available",
+      &bf16_attention_available,
+      "Whether this CPU runs bf16 attention with the package's own kernel (bf16_attention.cpp: AVX-512 BF16).");
+  m.def(
       "_native_kernel_stats",
       &native_kernel_stats,
       "kernel -> (calls, seconds inside it) of each native kernel in this process.");

@@ -15,12 +15,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "neuron.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -135,7 +137,8 @@ ffi::Error addmatmul(
   });
 }
 
-// torch's CPU flash attention on 4-d (B, H, L, E) q, k, v, no mask. `out` is laid out (B, L, H, Ev) (the
+// Attention on 4-d (B, H, L, E) q, k, v, no mask: bf16_attention.cpp's kernel where it applies (bf16 on a CPU
+// with AVX-512 BF16, not causal), torch's CPU flash attention otherwise. `out` is laid out (B, L, H, Ev) (the
 // kernel's own output layout; the caller transposes it back for free), `lse` (B, H, L) in float32.
 ffi::Error attention(
     ffi::AnyBuffer q,
@@ -150,12 +153,17 @@ ffi::Error attention(
     bool has_scale,
     double scale) {
   return run(kAttention, "neuron native attention", [&] {
+    at::Tensor tq = tensor(q, q_perm), tk = tensor(k, k_perm), tv = tensor(v, v_perm);
+    if (bf16_attention_applies(tq, tk, tv, is_causal)) {
+      bf16_attention(tq, tk, tv, has_scale ? scale : 1.0 / std::sqrt(static_cast<double>(tq.size(3))), tensor(*out),
+                     tensor(*lse));
+      return;
+    }
     std::optional<double> sc;
     if (has_scale) {
       sc = scale;
     }
-    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(
-        tensor(q, q_perm), tensor(k, k_perm), tensor(v, v_perm), 0.0, is_causal, std::nullopt, sc);
+    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(tq, tk, tv, 0.0, is_causal, std::nullopt, sc);
     tensor(*out).copy_(o.transpose(1, 2));
     tensor(*lse).copy_(l);
   });

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
@@ -116,5 +117,13 @@ bool profiler_recording() noexcept;
 int64_t profiler_correlation_id() noexcept;
 // One device interval, in ns since the epoch (system clock), kept while recording.
 void profiler_record(int kind, std::string name, int device, int64_t start_ns, int64_t end_ns, int64_t correlation);
+
+// bfloat16 attention for CPUs with AVX-512 BF16 (bf16_attention.cpp): whether it takes these 4-d
+// (B, H, L, E) q and (B, H, S, E/Ev) k, v, and the call, writing `out` (B, L, H, Ev) and `lse` (B, H, L).
+bool bf16_attention_available();  // this CPU has AVX-512 BF16
+bool bf16_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal);
+void bf16_attention(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, const at::Tensor& out,
+    const at::Tensor& lse);
 
 } // namespace torch_neuronx

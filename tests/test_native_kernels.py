@@ -1,7 +1,9 @@
 """torch's CPU kernels inside executables (runtime/native_kernels.py, ops/native.py, csrc/native_kernels.cpp):
 bfloat16/float16 mm, addmm, bmm, baddbmm and attention on the CPU platform run the kernel torch's CPU eager
 runs, so their results equal the CPU's bit for bit, in eager mode (op by op and in fused runs), in compiled
-graphs and from the disk cache; transposed operands are read where they lie (no copy in the program)."""
+graphs and from the disk cache; transposed operands are read where they lie (no copy in the program).
+bfloat16 attention on a CPU with AVX-512 BF16 runs the shim's own kernel (csrc/bf16_attention.cpp): within
+bfloat16 rounding of the CPU, and as close to the exact result as the CPU's."""
 import os
 import subprocess
 import sys
@@ -11,8 +13,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tolerances import tol
 from torch_neuronx import metrics
 from torch_neuronx.eager import fusion
+from torch_neuronx.runtime import native_kernels
 
 DTYPES = [torch.bfloat16, torch.float16]
 
@@ -82,9 +86,27 @@ def test_float32_keeps_xla():
     torch.testing.assert_close(got, a @ b, rtol=1e-5, atol=1e-5)
 
 
+def _own_attention(dtype, causal) -> bool:
+    """Whether this attention runs the shim's own bf16 kernel here (else torch's CPU flash kernel)."""
+    return dtype == torch.bfloat16 and not causal and native_kernels.bf16_attention_available()
+
+
+def _attention_close(got, want, q, k, v, scale, what=""):
+    """The own kernel's result: within bf16 rounding of the CPU's, and no farther from the exact (float64)
+    attention than the CPU's own result is (plus an eighth of an ulp of the largest output)."""
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    torch.testing.assert_close(got, want, **tol("attention_bf16_kernel", want.dtype, want))
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=scale)
+    ours, cpus = ((t.double() - exact).abs().max().item() for t in (got, want))
+    assert ours <= cpus + exact.abs().max().item() * 2 ** -10, (what, ours, cpus)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_attention_equals_the_cpu(dtype, causal):
+def test_attention_matches_the_cpu(dtype, causal):
+    """bf16 (not causal, on a CPU with AVX-512 BF16) runs the shim's own kernel, within bf16 rounding of the
+    CPU; float16 and causal attention run torch's flash kernel, equal to the CPU bit for bit."""
     # (B, L, H, E) projections permuted to (B, H, L, E), as diffusers' attention does
     q, k, v = (_randn(2, n, 4, 64, dtype=dtype).permute(0, 2, 1, 3) for n in (40, 56, 56))
     if causal:
@@ -92,8 +114,68 @@ def test_attention_equals_the_cpu(dtype, causal):
     before = _calls()["attention"]
     for scale in (None, 0.3):
         got = F.scaled_dot_product_attention(_on(q), _on(k), _on(v), is_causal=causal, scale=scale)
-        _same(got, F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale))
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        if _own_attention(dtype, causal):
+            _attention_close(got, want, q, k, v, scale)
+        else:
+            _same(got, want)
     assert _calls()["attention"] == before + 2
+
+
+# (B, H, L, S, E, Ev): a partial last block of 24 query rows, keys past a multiple of 64 (odd too), several
+# chunks of 256 key pairs (S > 512), value head sizes of 1 to 8 columns of 16, one head and batch 3
+_KERNEL_SHAPES = [(1, 3, 50, 700, 64, 64), (2, 2, 7, 131, 32, 32), (3, 1, 24, 64, 128, 128), (1, 2, 30, 77, 48, 48),
+                  (1, 1, 5, 9, 16, 16)]
+
+
+@pytest.mark.parametrize("shape", _KERNEL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_bf16_attention_kernel_shapes(shape):
+    B, H, L, S, E, Ev = shape
+    dtype = torch.bfloat16
+    q = _randn(B, L, H, E, dtype=dtype).permute(0, 2, 1, 3)
+    k, v = _randn(B, S, H, E, dtype=dtype).permute(0, 2, 1, 3), _randn(B, H, S, Ev, dtype=dtype)  # v contiguous
+    for scale in (None, -0.7):  # a negative scale: the row max is of the scaled scores
+        got = F.scaled_dot_product_attention(_on(q), _on(k), _on(v), scale=scale)
+        want = F.scaled_dot_product_attention(q, k, v, scale=scale)
+        if _own_attention(dtype, False):
+            _attention_close(got, want, q, k, v, scale, (shape, scale))
+        else:
+            _same(got, want, (shape, scale))
+
+
+def test_bf16_attention_kernel_logsumexp_and_grad():
+    """The kernel's logsumexp is what the backward reads: it matches the CPU flash kernel's, and the
+    gradients through the neuron attention match the CPU's."""
+    dtype = torch.bfloat16
+    q, k, v = (_randn(1, 2, n, 32, dtype=dtype) for n in (70, 90, 90))
+    out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(_on(q), _on(k), _on(v))[:2]
+    want_out, want_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)[:2]
+    assert lse.dtype == want_lse.dtype == torch.float32
+    torch.testing.assert_close(lse.cpu(), want_lse, rtol=1e-5, atol=1e-5)
+    if _own_attention(dtype, False):
+        _attention_close(out, want_out, q, k, v, None)
+    else:
+        _same(out, want_out)
+    grads = []
+    for dev in ("neuron", "cpu"):
+        leaves = [t.to(dev).requires_grad_() for t in (q, k, v)]
+        F.scaled_dot_product_attention(*leaves).float().square().sum().backward()
+        grads.append([t.grad.cpu() for t in leaves])
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, **tol("attention_bf16", dtype))
+
+
+def test_bf16_attention_kernel_fallbacks():
+    """What the kernel does not take runs torch's flash kernel, bit for bit the CPU's: an odd head size, a
+    value head size that is not a multiple of 16."""
+    dtype = torch.bfloat16
+    cases = {"odd head size": ((1, 2, 9, 33), (1, 2, 11, 33), (1, 2, 11, 33)),
+             "value head 24": ((1, 2, 9, 24), (1, 2, 11, 24), (1, 2, 11, 24))}
+    before = _calls()["attention"]
+    for name, shapes in cases.items():
+        q, k, v = (_randn(*s, dtype=dtype) for s in shapes)
+        _same(F.scaled_dot_product_attention(_on(q), _on(k), _on(v)), F.scaled_dot_product_attention(q, k, v), name)
+    assert _calls()["attention"] == before + len(cases)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
