@@ -46,7 +46,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -281,28 +280,12 @@ def save_child(spec):
 
 
 def run_child(spec, policy=None, autoload=True, timeout=3600, core_memory=None):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_WAIT_POLICY", "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
-    if core_memory:
-        env["TORCH_NEURONX_CORE_MEMORY"] = core_memory
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    if not autoload:  # torch alone: torch_neuronx (its entry point) stays out of the process
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
-    tmp = tempfile.mkdtemp(prefix="flux_real-")
-    env["TORCH_NEURONX_NEFF_CACHE_DIR"] = os.path.join(tmp, "neff")  # empty: first calls compile
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
-    try:
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)], env=env,
-                           capture_output=True, text=True, timeout=timeout)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stderr[-4000:])
-        raise SystemExit(f"child {spec.get('side') or spec.get('role')} {spec.get('dtype')} "
-                         f"(OMP_WAIT_POLICY={policy or 'unset'}) failed (exit {p.returncode})")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    sys.path.insert(0, HERE)
+    from child_process import run_json_child
+
+    label = f"{spec.get('side') or spec.get('role')} {spec.get('dtype')} (OMP_WAIT_POLICY={policy or 'unset'})"
+    return run_json_child(__file__, spec, label=label, autoload=autoload, timeout=timeout,
+                          settings={"OMP_WAIT_POLICY": policy, "TORCH_NEURONX_CORE_MEMORY": core_memory})
 
 
 def _diff(out_path, ref_path):

@@ -44,11 +44,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -228,33 +225,13 @@ def child(spec):
 
 
 def run_child(spec, policy=None, fusion=None, timeout=900, empty_inductor_cache=True, autoload=True):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_WAIT_POLICY", "TORCH_NEURONX_EAGER_FUSION", "TORCH_NEURONX_NEFF_CACHE_DIR",
-                        "TORCHINDUCTOR_CACHE_DIR")}
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    if not autoload:  # torch alone: torch_neuronx (its entry point) stays out of the process
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    if fusion is not None:
-        env["TORCH_NEURONX_EAGER_FUSION"] = fusion
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
-    tmp = tempfile.mkdtemp(prefix="flux_tiny-")
-    env["TORCH_NEURONX_NEFF_CACHE_DIR"] = os.path.join(tmp, "neff")  # empty: nothing from earlier runs
-    if empty_inductor_cache:
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")  # Inductor's first call compiles too
-    elif "TORCHINDUCTOR_CACHE_DIR" in os.environ:
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    try:
-        spec = dict(spec, launched=time.time())
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)], env=env,
-                           capture_output=True, text=True, timeout=timeout)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stderr[-4000:])
-        raise SystemExit(f"child {spec['role']} (OMP_WAIT_POLICY={policy or 'unset'}, fusion={fusion}) failed "
-                         f"(exit {p.returncode})")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    sys.path.insert(0, HERE)
+    from child_process import run_json_child
+
+    return run_json_child(__file__, dict(spec, launched=time.time()), timeout=timeout, autoload=autoload,
+                          label=f"{spec['role']} (OMP_WAIT_POLICY={policy or 'unset'}, fusion={fusion})",
+                          empty_inductor_cache=empty_inductor_cache,
+                          settings={"OMP_WAIT_POLICY": policy, "TORCH_NEURONX_EAGER_FUSION": fusion})
 
 
 def main():
