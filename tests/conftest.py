@@ -58,6 +58,12 @@ def pytest_configure(config):
         "cpu_fallback: the test exercises the CPU fallback itself; the default policy "
         f"({FALLBACK_ENV}=error, and no fallback allowed) does not apply",
     )
+    config.addinivalue_line(
+        "markers",
+        "native_products: the test checks torch's CPU kernels for 16-bit matmuls and convolutions inside "
+        "executables; where this CPU leaves those to XLA (TORCH_NEURONX_NATIVE_KERNELS=auto without oneDNN's "
+        "16-bit kernels) it runs in a child pytest process with TORCH_NEURONX_NATIVE_KERNELS=1",
+    )
 
 
 # The files that take longest (measured with --durations on 2 cores: each 50-110 s, most of it one
@@ -73,6 +79,55 @@ LONG_FILES = (
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: file order kept otherwise
+
+
+# ---- native_products: tests of the native product path on a CPU whose default leaves products to XLA.
+# The choice is made once a process (runtime/native_kernels.py), so such a test runs in one child pytest
+# process per file, and the test here asserts its outcome there.
+
+_NATIVE_ENV = "TORCH_NEURONX_NATIVE_KERNELS"
+
+
+def _native_products_here() -> bool:
+    from torch_neuronx.runtime import native_kernels
+
+    return all(native_kernels.uses(native_kernels.PRODUCTS, d) for d in native_kernels.DTYPES)
+
+
+@functools.cache
+def _native_child_outcomes(path: str) -> dict:
+    """{test name: outcome} of the file's native_products tests, run in a child pytest process with
+    TORCH_NEURONX_NATIVE_KERNELS=1."""
+    import subprocess
+    import tempfile
+    import xml.etree.ElementTree as ET
+
+    with tempfile.TemporaryDirectory(prefix="native_products_") as tmp:
+        report = os.path.join(tmp, "report.xml")
+        env = {**os.environ, _NATIVE_ENV: "1"}
+        env.pop("PYTEST_XDIST_WORKER", None)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "native_products",
+             f"--junitxml={report}", path], env=env, capture_output=True, text=True, timeout=1800)
+        if not os.path.exists(report):
+            raise AssertionError(f"the child pytest process wrote no report (exit {proc.returncode}):\n"
+                                 f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        outcomes = {}
+        for case in ET.parse(report).getroot().iter("testcase"):
+            problem = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+            outcomes[case.get("name")] = ("passed" if problem is None else
+                                          f"{problem.tag}: {problem.get('message', '')}\n{(problem.text or '')[-3000:]}")
+        return outcomes
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_pyfunc_call")
+def pytest_pyfunc_call_native_products(pyfuncitem):
+    """A native_products test on a CPU whose products are XLA's: its outcome in the child (True: done)."""
+    if pyfuncitem.get_closest_marker("native_products") is None or _native_products_here():
+        return None
+    outcome = _native_child_outcomes(str(pyfuncitem.path)).get(pyfuncitem.name, "not run")
+    assert outcome == "passed", f"{pyfuncitem.name} under {_NATIVE_ENV}=1 (child process): {outcome}"
+    return True
 
 
 _tally = {"device": 0, "device_no_fallback": 0, "opted_out": 0}

@@ -41,6 +41,7 @@ def _randn(*shape, dtype):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)), dtype=dtype)
 
 
+@pytest.mark.native_products
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_products_equal_the_cpu(dtype, fused):
@@ -71,6 +72,7 @@ def test_products_equal_the_cpu(dtype, fused):
     assert sum(_calls().values()) >= before + len(cases)
 
 
+@pytest.mark.native_products
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_beta_zero_ignores_nan_self(dtype):
     a, b = _randn(8, 16, dtype=dtype), _randn(16, 4, dtype=dtype)
@@ -178,6 +180,7 @@ def test_bf16_attention_kernel_fallbacks():
     assert _calls()["attention"] == before + len(cases)
 
 
+@pytest.mark.native_products
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_convolutions_equal_the_cpu(dtype):
     x = _randn(2, 8, 17, 19, dtype=dtype)
@@ -212,6 +215,7 @@ def test_masked_attention_keeps_xla():
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.native_products
 def test_compiled_graph_equals_the_cpu():
     dtype = torch.bfloat16
     torch.manual_seed(0)
@@ -258,7 +262,7 @@ def test_disk_cache_round_trip(tmp_path):
         print(metrics.executable_counts()["runs_loaded"] + metrics.executable_counts()["ops_loaded"],
               metrics.native_kernel_calls()["matmul"])
     """)
-    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path), "TORCH_NEURONX_NATIVE_KERNELS": "1"}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
             for _ in range(2)]
     for r in runs:
@@ -282,3 +286,69 @@ def test_setting_off_keeps_xla():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-1] == "0"
+
+
+def _child(code: str, **env) -> str:
+    settings = {k: v for k, v in os.environ.items() if k != "TORCH_NEURONX_NATIVE_KERNELS"}
+    settings.update(env)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=settings, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.split()[-1]
+
+
+def test_auto_follows_torchs_onednn():
+    """By default products are native only in the 16-bit dtypes torch runs with oneDNN on this CPU (elsewhere
+    torch's own 16-bit matmul and convolution are reference loops, ~100x slower than XLA's float32 path);
+    attention is native in both."""
+    out = _child("""
+        import torch, torch.nn.functional as F
+        from torch_neuronx import metrics
+        from torch_neuronx.runtime import native_kernels
+        onednn = {"bfloat16": torch.ops.mkldnn._is_mkldnn_bf16_supported(),
+                  "float16": torch.ops.mkldnn._is_mkldnn_fp16_supported()}
+        for name, dtype in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+            assert native_kernels.uses(native_kernels.PRODUCTS, name) == onednn[name], name
+            assert native_kernels.uses(native_kernels.ATTENTION, name), name
+            g = torch.Generator().manual_seed(0)
+            a, w = (torch.randn(16, 32, generator=g, dtype=dtype) for _ in range(2))
+            before = metrics.native_kernel_calls()["matmul"]
+            got = F.linear(a.to("neuron"), w.to("neuron")).cpu()
+            torch.testing.assert_close(got, F.linear(a, w), rtol=1e-2, atol=1e-2)
+            assert (metrics.native_kernel_calls()["matmul"] - before == 1) == onednn[name], name
+        print("ok")
+    """)
+    assert out == "ok"
+
+
+def test_xla_products_accumulate_in_float32():
+    """XLA's 16-bit products (native kernels off) accumulate in float32 and round once, in whichever operand
+    form is faster on this CPU: within one rounding of the float32 product, as torch's kernels are."""
+    out = _child("""
+        import torch, torch.nn.functional as F
+        from torch_neuronx import metrics
+        g = torch.Generator().manual_seed(0)
+        for dtype in (torch.bfloat16, torch.float16):
+            r = lambda *s: torch.randn(*s, generator=g).to(dtype)
+            a, b, w, bias, b1, b2 = r(48, 256), r(256, 40), r(40, 256), r(40), r(3, 48, 256), r(3, 256, 40)
+            x, cw = r(2, 16, 9, 11), r(8, 16, 3, 3)
+            cases = {
+                "mm": (lambda a, b, w, bias, b1, b2, x, cw: a @ b),
+                "linear": (lambda a, b, w, bias, b1, b2, x, cw: F.linear(a, w, bias)),
+                "bmm": (lambda a, b, w, bias, b1, b2, x, cw: torch.bmm(b1, b2)),
+                "baddbmm": (lambda a, b, w, bias, b1, b2, x, cw: torch.baddbmm(bias, b1, b2, beta=0.5)),
+                "conv": (lambda a, b, w, bias, b1, b2, x, cw: F.conv2d(x, cw, padding=1)),
+            }
+            args = (a, b, w, bias, b1, b2, x, cw)
+            for name, fn in cases.items():
+                got = fn(*(t.to("neuron") for t in args)).cpu()
+                exact = fn(*(t.float() for t in args))
+                # one rounding of the float32 result: at most half an ulp of the dtype, plus the sum's order
+                ulp = torch.finfo(dtype).eps * exact.abs().clamp_min(torch.finfo(dtype).tiny)
+                err = (got.float() - exact).abs()
+                assert got.dtype == dtype and bool((err <= ulp * 0.5 + exact.abs().max() * 2e-6).all()), (
+                    name, dtype, (err / ulp).max().item())
+        assert sum(metrics.native_kernel_calls().values()) == 0
+        print("ok")
+    """, TORCH_NEURONX_NATIVE_KERNELS="0")
+    assert out == "ok"

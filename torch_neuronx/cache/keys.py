@@ -77,7 +77,7 @@ def environment(platform: str, device_kind: str, versions: tuple | None = None) 
     """Everything but the value key that an entry's key covers, as a value."""
     return (("format", FORMAT),) + (package_versions() if versions is None else versions) + (
         ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()),
-        ("native_kernels", native_kernels.enabled()))
+        ("native_kernels", native_kernels.key()))
 
 
 def entry_key(environment: tuple, kind: str, value_key: tuple) -> bytes:

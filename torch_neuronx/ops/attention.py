@@ -146,7 +146,7 @@ def _native_flash(query, key, value, attn_bias) -> bool:
     same kernel for them."""
     return (attn_bias is None and query.ndim == 4 and key.ndim == 4 and value.ndim == 4
             and query.shape[1] == key.shape[1] == value.shape[1] and query.shape[-1] == value.shape[-1]
-            and native.usable(query, key, value))
+            and native.usable(native.ATTENTION, query, key, value))
 
 
 # _scaled_dot_product_fused_attention_overrideable(Tensor query, Tensor key, Tensor value, Tensor? attn_bias=None, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)

@@ -34,8 +34,8 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
     stride = expand(stride, nsp)
     padding = expand(padding, nsp)
     dilation = expand(dilation, nsp)
-    pet = _F32 if is_low_precision(x.dtype) else None
     prec = precision(x.dtype)
+    x, w, pet = native.contraction_operands(x, w)
     if not transposed:
         return lax.conv_general_dilated(
             x, w, stride, [(pi, pi) for pi in padding], rhs_dilation=dilation,
@@ -96,7 +96,7 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
 @lower(aten.convolution.default)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     x, unbatched = _batched(input, weight)
-    if native.usable(x, weight, *(() if bias is None else (bias,))):
+    if native.usable(native.PRODUCTS, x, weight, *(() if bias is None else (bias,))):
         nsp = weight.ndim - 2
         y = native.convolution(x, weight, bias, expand(stride, nsp), expand(padding, nsp), expand(dilation, nsp),
                                transposed, expand(output_padding, nsp), groups)

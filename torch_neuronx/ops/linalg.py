@@ -31,10 +31,9 @@ def _precision(dtype):
 
 def _dot(a, b, contract, batch=((), ())):
     """lax.dot_general in PyTorch's precision: float32 accumulation for 16-bit floats."""
-    pet = _F32 if is_low_precision(a.dtype) else None
-    return lax.dot_general(
-        a, b, (contract, batch), precision=_precision(a.dtype), preferred_element_type=pet
-    )
+    precision = _precision(a.dtype)
+    a, b, pet = native.contraction_operands(a, b)
+    return lax.dot_general(a, b, (contract, batch), precision=precision, preferred_element_type=pet)
 
 
 def _matmul(a, b):
@@ -82,7 +81,7 @@ def addbmm(self, batch1, batch2, beta, alpha):
 # addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 @lower(aten.addmm.default)
 def addmm(self, mat1, mat2, beta, alpha):
-    if native.usable(self, mat1, mat2):
+    if native.usable(native.PRODUCTS, self, mat1, mat2):
         return native.addmatmul(self, mat1, mat2, beta, alpha)
     return _epilogue(self, _matmul(mat1, mat2), beta, alpha, mat1.dtype)
 
@@ -96,7 +95,7 @@ def addmv(self, mat, vec, beta, alpha):
 # baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 @lower(aten.baddbmm.default)
 def baddbmm(self, batch1, batch2, beta, alpha):
-    if native.usable(self, batch1, batch2):
+    if native.usable(native.PRODUCTS, self, batch1, batch2):
         return native.addmatmul(self, batch1, batch2, beta, alpha)
     return _epilogue(self, _matmul(batch1, batch2), beta, alpha, batch1.dtype)
 
@@ -104,7 +103,7 @@ def baddbmm(self, batch1, batch2, beta, alpha):
 # bmm(Tensor self, Tensor mat2) -> Tensor
 @lower(aten.bmm.default)
 def bmm(self, mat2):
-    if native.usable(self, mat2):
+    if native.usable(native.PRODUCTS, self, mat2):
         return native.matmul(self, mat2)
     return _matmul(self, mat2).astype(self.dtype)
 
@@ -118,7 +117,7 @@ def dot(self, tensor):
 # mm(Tensor self, Tensor mat2) -> Tensor
 @lower(aten.mm.default)
 def mm(self, mat2):
-    if native.usable(self, mat2):
+    if native.usable(native.PRODUCTS, self, mat2):
         return native.matmul(self, mat2)
     return _matmul(self, mat2).astype(self.dtype)
 

@@ -26,13 +26,31 @@ _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 
 
-def usable(*arrays) -> bool:
-    """Whether these operands' product runs torch's CPU kernel here: 16-bit floats of one dtype on the
-    CPU platform with the kernels on."""
+PRODUCTS = native_kernels.PRODUCTS
+ATTENTION = native_kernels.ATTENTION
+
+
+def usable(kind: str, *arrays) -> bool:
+    """Whether these operands' `kind` product (PRODUCTS: mm, addmm, bmm, baddbmm, convolution; ATTENTION)
+    runs torch's CPU kernel here: 16-bit floats of one dtype, where `runtime.native_kernels` chose torch's
+    kernel for that kind and dtype on this CPU."""
     dtype = np.dtype(arrays[0].dtype)
     if dtype not in (np.dtype(np.float16), np.dtype(jnp.bfloat16)):
         return False
-    return all(np.dtype(a.dtype) == dtype for a in arrays) and native_kernels.enabled()
+    return all(np.dtype(a.dtype) == dtype for a in arrays) and native_kernels.uses(kind, dtype.name)
+
+
+def contraction_operands(a, b):
+    """(a, b, preferred_element_type) for XLA's own dot or convolution of a and b in PyTorch's precision:
+    16-bit floats accumulate in float32 and round once, either as float32 operands (where XLA's CPU code
+    is faster so: `native_kernels.xla_upcasts`) or as 16-bit operands with a float32 result; other dtypes
+    as they are. Either way the result is float32 for 16-bit inputs."""
+    dtype = np.dtype(a.dtype)
+    if dtype not in (np.dtype(np.float16), np.dtype(jnp.bfloat16)):
+        return a, b, None
+    if native_kernels.xla_upcasts(dtype.name):
+        return a.astype(_F32), b.astype(_F32), None
+    return a, b, _F32
 
 
 def matmul(a, b):

@@ -6,7 +6,9 @@ NEURON_RT_NUM_CORES      on the CPU platform, how many NeuronCores to emulate (d
 NEURON_RT_VISIBLE_CORES  which of them this process sees: "0", "0-3" or "0,2" (default: all; under a
                          launcher that sets LOCAL_RANK, such as torchrun, the one core LOCAL_RANK).
 TORCH_NEURONX_NATIVE_KERNELS  on the CPU platform, whether executables call torch's own CPU kernels for
-                         bfloat16/float16 matrix products and attention (1, the default) or XLA's (0).
+                         bfloat16/float16 matrix products, convolutions and attention: auto (the default:
+                         where torch's kernel for that dtype is fast on this CPU), 1 (always) or 0 (never:
+                         XLA's).
 TORCH_NEURONX_HOST_MMAP_THRESHOLD  on the CPU platform, glibc's mmap threshold (default 8MiB; 0 leaves
                          glibc's dynamic one).
 
@@ -156,7 +158,15 @@ def flag(var: str, default: bool) -> bool:
     raise ValueError(f"{var}={text!r}: expected 1 or 0")
 
 
-def native_kernels() -> bool:
-    """TORCH_NEURONX_NATIVE_KERNELS (default on): executables on the CPU platform call torch's CPU kernels
-    for 16-bit float products (runtime/native_kernels.py)."""
-    return flag("TORCH_NEURONX_NATIVE_KERNELS", True)
+def native_kernels() -> str:
+    """TORCH_NEURONX_NATIVE_KERNELS: "auto" (unset, empty or auto: executables on the CPU platform call
+    torch's CPU kernels for the 16-bit products torch runs fast on this CPU), "on" (1: for every 16-bit
+    product) or "off" (0: XLA's own); runtime/native_kernels.py decides from it."""
+    text = os.environ.get("TORCH_NEURONX_NATIVE_KERNELS", "").strip().lower()
+    if text in ("", "auto"):
+        return "auto"
+    if text in ("1", "true", "yes", "on"):
+        return "on"
+    if text in ("0", "false", "no", "off"):
+        return "off"
+    raise ValueError(f"TORCH_NEURONX_NATIVE_KERNELS={text!r}: expected auto, 1 or 0")
