@@ -1,7 +1,7 @@
 """FLUX.2-klein-4B's transformer at its real width: torch's CPU against neuron, each side in a process of its own.
 
     PYTHONPATH=. python benchmarks/flux_real.py [--blocks D S] [--resolution PX] [--text-tokens T]
-                                               [--dtype bf16|f32|both] [--sides ...] [--rounds N]
+                                               [--dtype bf16|f32|both] [--sides ...] [--rounds N] [--torch-rounds N]
                                                [--policy default|both] [--loading]
 
 The model is diffusers' `Flux2Transformer2DModel` with FLUX.2-klein-4B's configuration (`KLEIN_4B` below, from
@@ -46,6 +46,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -201,20 +202,24 @@ def child(spec):
         _wait(out)
         return out
 
+    if spec["rounds"] == 0:  # torch eager only (main() checks): its one forward compiles nothing, so it is the figure
+        _reset_peak_rss()
     start = time.perf_counter()
     out = call()
     res["first_s"] = time.perf_counter() - start
-    call()  # one warm call
-    if device == "neuron":
-        torch.neuron.reset_peak_memory_stats()
-    _reset_peak_rss()
+    times = [res["first_s"]]
+    if spec["rounds"]:
+        call()  # one warm call
+        if device == "neuron":
+            torch.neuron.reset_peak_memory_stats()
+        _reset_peak_rss()
+        times = []
     native = _native_seconds(device)
-    times = []
     for _ in range(spec["rounds"]):
         start = time.perf_counter()
         out = call()
         times.append(time.perf_counter() - start)
-    res["native_s"] = (_native_seconds(device) - native) / spec["rounds"]
+    res["native_s"] = (_native_seconds(device) - native) / max(spec["rounds"], 1)
     res["steady_s"] = statistics.median(times)
     res["best_s"] = min(times)
     res["steady_rss"] = _rss()[1]
@@ -308,6 +313,9 @@ def main():
     ap.add_argument("--dtype", choices=("bf16", "f32", "both"), default="both")
     ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES[:4]))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--torch-rounds", type=int, default=None, metavar="N",
+                    help="rounds of the torch sides (default --rounds); 0: torch eager's one forward is its figure "
+                         "(it compiles nothing), for a CPU where torch's 16-bit kernels take minutes a forward")
     ap.add_argument("--policy", choices=("default", "both"), default="default",
                     help="neuron sides also under OMP_WAIT_POLICY=PASSIVE with 'both'")
     ap.add_argument("--core-memory", default=None, metavar="SIZE",
@@ -323,6 +331,12 @@ def main():
         return
     if args.resolution % 16:
         raise SystemExit("--resolution must be a multiple of 16")
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
+    if args.torch_rounds is None:
+        args.torch_rounds = args.rounds
+    if args.torch_rounds == 0 and "Inductor" in args.sides:
+        raise SystemExit("--torch-rounds 0 times one forward: Inductor's first one compiles (give it 1 or more)")
     started = time.perf_counter()
     load_start = os.getloadavg()
     double, single = args.blocks
@@ -337,7 +351,8 @@ def main():
                 for policy in (policies if side.startswith("neuron") else ["default"]):
                     out = os.path.join(work, f"{dt}-{side.replace(' ', '_')}-{policy}.pt")
                     spec = dict(side=side, dtype=DTYPES[dt], double=double, single=single,
-                                resolution=args.resolution, text_tokens=args.text_tokens, rounds=args.rounds,
+                                resolution=args.resolution, text_tokens=args.text_tokens,
+                                rounds=args.rounds if side.startswith("neuron") else args.torch_rounds,
                                 out=out)
                     print(f"... {dt} {side} ({policy} threads)", file=sys.stderr, flush=True)
                     r = run_child(spec, policy=None if policy == "default" else policy,
@@ -361,6 +376,24 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "CPU"
+
+
+def _cpu_kernels():
+    """What decides the 16-bit products on this CPU: torch's CPU capability and oneDNN's 16-bit support."""
+    code = ("import torch; print(torch.backends.cpu.get_cpu_capability(), "
+            "torch.ops.mkldnn._is_mkldnn_bf16_supported(), torch.cpu._is_avx512_bf16_supported())")
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    cap, onednn_bf16, avx512_bf16 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                                   text=True, check=True).stdout.split()
+    return f"torch's CPU capability {cap}, oneDNN bf16 kernels {onednn_bf16 == 'True'}, AVX-512 BF16 {avx512_bf16 == 'True'}"
+
+
 def report(args, results, loads, total_flops, dtypes, policies, load_start, elapsed):
     import platform
 
@@ -372,8 +405,11 @@ def report(args, results, loads, total_flops, dtypes, policies, load_start, elap
           f"{double} double + {single} single blocks, {params / 1e6:.0f} M parameters; {args.resolution}x"
           f"{args.resolution} ({n_img} image tokens) + {args.text_tokens} text tokens; "
           f"{total_flops / 1e9:.0f} GFLOP per forward")
-    print(f"{platform.machine()}, {os.cpu_count()} CPUs; load average {load_start[0]:.2f} at the start, "
-          f"{os.getloadavg()[0]:.2f} at the end; steady = median of {args.rounds} forwards after a warm one")
+    print(f"{platform.machine()}, {os.cpu_count()} CPUs ({_cpu_name()}; {_cpu_kernels()}); load average "
+          f"{load_start[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; steady = median of {args.rounds} "
+          f"forwards after a warm one" + ("" if args.torch_rounds == args.rounds else
+                                          f" ({args.torch_rounds} for torch" + (": its one forward" if not args.torch_rounds
+                                                                                 else "") + ")"))
     print()
     head = (f"| dtype | side | steady s | vs torch eager | vs Inductor | GFLOP/s | first s | steady RSS GB | "
             f"peak RSS GB | device peak GB | max diff | rel diff |")

@@ -58,9 +58,11 @@ def test_a_fused_run_gives_what_op_by_op_launches_and_the_cpu_give():
     with fusion.disabled():
         single = [t.cpu() for t in _program(*_on(_inputs()))]
     for f, s, c in zip(got, single, cpu):
-        # the same lowerings, nothing reassociated; XLA may contract a multiply and an add of two
-        # ops into one fused multiply-add, as it does inside one op: the last bit can move
-        torch.testing.assert_close(f, s, rtol=2.5e-7, atol=1e-7)
+        # the same lowerings; XLA may contract a multiply and an add of two ops into one fused
+        # multiply-add, as it does inside one op, and order a reduction fused into a larger loop
+        # differently: the last bits can move (measured: 6.5e-7 relative on a sum of 4 plus a softmax,
+        # 2-core Zen 3)
+        torch.testing.assert_close(f, s, rtol=1e-6, atol=1e-7)
         torch.testing.assert_close(f, c)
 
 

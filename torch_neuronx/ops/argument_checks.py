@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
+from ..runtime import native_kernels
 from .cpu_messages import cpp_type_name, named, scalar_type_name
 
 
@@ -123,6 +124,11 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
                                f"1-dimensional with {w[1] * groups} elements, but got bias of size "
                                f"{list(bias.shape)} instead")
     if input.dtype != weight.dtype:
+        if input.dtype in (torch.bfloat16, torch.float16) and not native_kernels.onednn_supports(input.dtype):
+            # no oneDNN kernel for a 16-bit input on this CPU: torch's reference kernel reads the weight as
+            # the input's type and says so
+            raise RuntimeError(f"expected scalar type {scalar_type_name(input.dtype)} but found "
+                               f"{scalar_type_name(weight.dtype)}")
         raise RuntimeError(f"Input type ({cpp_type_name(input.dtype)}) and weight type "
                            f"({cpp_type_name(weight.dtype)}) should be the same")
     if bias is not None and input.dtype != bias.dtype:

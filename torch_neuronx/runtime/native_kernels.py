@@ -82,6 +82,12 @@ def bf16_attention_available() -> bool:
     return uses(ATTENTION, "bfloat16") and _C._bf16_attention_available()
 
 
+def onednn_supports(dtype) -> bool:
+    """Whether torch's CPU runs 16-bit `dtype` (a torch dtype) matmuls and convolutions with oneDNN here (else
+    with reference loops, whose argument checks also differ)."""
+    return str(dtype).removeprefix("torch.") in _onednn_dtypes()
+
+
 @functools.cache
 def _onednn_dtypes() -> tuple:
     """The 16-bit dtypes whose matmuls and convolutions torch runs with oneDNN on this CPU."""
