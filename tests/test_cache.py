@@ -102,9 +102,11 @@ def test_the_key_changes_with_each_of_its_inputs_and_nothing_else(monkeypatch):
                   executor.call_key(aten.add.Tensor, (a, a), {"alpha": 2})):
         assert keys.entry_key(_env(), "op", other) != base
     # XLA flags that change the executable change the key; the device count does not
-    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_fast_math=true")
+    flags = os.environ.get("XLA_FLAGS", "")
+    monkeypatch.setenv("XLA_FLAGS", flags + " --xla_cpu_enable_fast_math=true")
     assert keys.entry_key(_env(), "op", value_key) != base
-    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=7")
+    others = [f for f in flags.split() if "xla_force_host_platform_device_count" not in f]
+    monkeypatch.setenv("XLA_FLAGS", " ".join(others + ["--xla_force_host_platform_device_count=7"]))
     assert keys.entry_key(_env(), "op", value_key) == base
     monkeypatch.undo()
     # a jax setting that changes programs

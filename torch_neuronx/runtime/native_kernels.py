@@ -53,11 +53,6 @@ def uses(kind: str, dtype_name: str) -> bool:
     return any(k == kind and dtype_name in names for k, names in choices())
 
 
-def enabled() -> bool:
-    """Whether any executable on this platform may call torch's CPU kernels."""
-    return any(names for _, names in choices())
-
-
 def key() -> tuple:
     """What of this module's choices shapes programs, as a value for the executable key's environment."""
     return (("native", choices()), ("xla_upcasts", tuple(d for d in DTYPES if xla_upcasts(d))))
