@@ -17,11 +17,9 @@ import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
 from . import native
-from .dtypes import is_low_precision, opmath
+from .dtypes import opmath
 from ._registry import aten, lower
 from .windows import accumulation_dtype, expand, overlap_add, precision, window_slice
-
-_F32 = np.dtype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
