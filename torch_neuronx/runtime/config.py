@@ -146,14 +146,18 @@ def host_mmap_threshold() -> int:
     return DEFAULT_HOST_MMAP_THRESHOLD if value is None else value
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def flag(var: str, default: bool) -> bool:
     """A boolean setting: 1/true/yes/on or 0/false/no/off (unset or empty: `default`)."""
     text = os.environ.get(var, "").strip().lower()
     if not text:
         return default
-    if text in ("1", "true", "yes", "on"):
+    if text in _TRUE:
         return True
-    if text in ("0", "false", "no", "off"):
+    if text in _FALSE:
         return False
     raise ValueError(f"{var}={text!r}: expected 1 or 0")
 
@@ -165,8 +169,8 @@ def native_kernels() -> str:
     text = os.environ.get("TORCH_NEURONX_NATIVE_KERNELS", "").strip().lower()
     if text in ("", "auto"):
         return "auto"
-    if text in ("1", "true", "yes", "on"):
+    if text in _TRUE:
         return "on"
-    if text in ("0", "false", "no", "off"):
+    if text in _FALSE:
         return "off"
     raise ValueError(f"TORCH_NEURONX_NATIVE_KERNELS={text!r}: expected auto, 1 or 0")
