@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import pickle
 import sys
 import time
 
 from . import cache
 from .cache.store import DiskStore
+from .runtime import config
 
 KINDS = ("op", "run", "graph", "aot", "plan", "probe")
 
@@ -142,7 +142,7 @@ def cmd_stats(store: DiskStore, args) -> int:
         "bad": bad,
         "oldest": oldest and {"name": oldest.name, "kind": oldest.kind, "created": oldest.created},
         "newest": newest and {"name": newest.name, "kind": newest.kind, "created": newest.created},
-        "disk_cache_enabled": cache.disk_enabled(),
+        "disk_cache_enabled": _disk_enabled(),
         "settings": settings(),
     }
     if args.json:
@@ -160,8 +160,10 @@ def cmd_stats(store: DiskStore, args) -> int:
         if info is not None:
             print(f"{label}       {info.name} ({info.kind}), created {human_age(now - info.created)} ago")
     print(f"bad entries  {bad['entries']}" + (" (`torch-neuronx cache verify` removes them)" if bad["entries"] else ""))
-    print("disk layer   " + ("on" if stats["disk_cache_enabled"]
-                             else f"off ({cache.DISABLE_ENV}={os.environ.get(cache.DISABLE_ENV)})"))
+    disabled = config.describe(cache.DISABLE_ENV)
+    print("disk layer   " + (f"invalid: {disabled['problem']}" if disabled["problem"]
+                             else "on" if stats["disk_cache_enabled"]
+                             else f"off ({cache.DISABLE_ENV}={disabled['text']})"))
     _print_table([(var, _describe(var, setting)) for var, setting in stats["settings"].items()])
     return 0
 
@@ -171,31 +173,29 @@ def _kind_order(kind: str) -> tuple:
     return (KINDS.index(kind) if kind in KINDS else len(KINDS), kind)
 
 
+def _disk_enabled() -> bool | None:
+    """Whether the environment gives the process a disk layer (None: its setting does not parse)."""
+    try:
+        return cache.disk_enabled()
+    except ValueError:
+        return None
+
+
+CACHE_BOUNDS = (cache.MAX_SIZE_ENV, cache.MEMORY_ENTRIES_ENV, cache.MEMORY_SIZE_ENV)
+
+
 def settings() -> dict:
-    """The cache's bounds as this environment sets them, per variable: its text (None when unset),
-    its value (bytes, or executables for the memory's count; None: no bound) or the problem with it."""
-    parsers = {
-        cache.MAX_SIZE_ENV: lambda text: cache.parse_size(text, cache.MAX_SIZE_ENV) if text else None,
-        cache.MEMORY_ENTRIES_ENV: lambda text: cache.parse_count(text, cache.MEMORY_ENTRIES_ENV) if text
-        else cache.DEFAULT_MEMORY_ENTRIES,
-        cache.MEMORY_SIZE_ENV: lambda text: cache.parse_size(text, cache.MEMORY_SIZE_ENV) if text
-        else cache.DEFAULT_MEMORY_BYTES,
-    }
-    out = {}
-    for var, parse in parsers.items():
-        text = os.environ.get(var)
-        try:
-            out[var] = {"text": text, "value": parse(text), "problem": None}
-        except ValueError as e:
-            out[var] = {"text": text, "value": None, "problem": str(e)}
-    return out
+    """The cache's bounds as this environment sets them (rows of runtime/config.py's table), per
+    variable: its text (None when unset), its value (bytes, or executables for the memory's count;
+    None: no bound) or the problem with it."""
+    return {var: config.describe(var) for var in CACHE_BOUNDS}
 
 
 def _describe(var: str, setting: dict) -> str:
     if setting["problem"]:
         return f"invalid: {setting['problem']}"
     value = setting["value"]
-    shown = ("no bound" if value is None else f"{value} executables" if var == cache.MEMORY_ENTRIES_ENV
+    shown = ("no bound" if value is None else f"{value} executables" if config.BY_NAME[var].type.name == "count"
              else human_size(value))
     return shown + (" (default)" if setting["text"] is None else "")
 

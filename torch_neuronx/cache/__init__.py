@@ -8,7 +8,7 @@ with the metadata its layer needs to use it (the output plan), so that a hit in 
 the meta call, the trace, the lowering and XLA. An entry is named by `keys.entry_key`; its executable
 loads on any device (`runtime.executables`).
 
-Settings (read when the cache is first used, and again by `reset()`):
+Settings (rows of runtime/config.py's table; read when the cache is first used, and again by `reset()`):
 
 TORCH_NEURONX_NEFF_CACHE_DIR             the disk layer's folder (default /tmp/neff_cache)
 TORCH_NEURONX_NEFF_DISABLE_CACHE=1       no disk layer
@@ -19,9 +19,7 @@ TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE     their serialized size kept in memory (d
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
-import re
 import threading
 import time
 import warnings
@@ -34,50 +32,25 @@ from .memory import MemoryCache
 from .store import BadEntry, DiskStore, decode, encode
 
 DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
-DEFAULT_DIR = "/tmp/neff_cache"
 DISABLE_ENV = "TORCH_NEURONX_NEFF_DISABLE_CACHE"
 MAX_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"
 MEMORY_ENTRIES_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES"
 MEMORY_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"
-DEFAULT_MEMORY_ENTRIES = 2048
-DEFAULT_MEMORY_BYTES = 1 << 30
+DEFAULT_DIR = config.default(DIR_ENV)
+DEFAULT_MEMORY_ENTRIES = config.default(MEMORY_ENTRIES_ENV)
+DEFAULT_MEMORY_BYTES = config.default(MEMORY_SIZE_ENV)
+# the settings' parsers (the command line's --max-size takes a size too)
+parse_size = config.parse_size
+parse_count = config.parse_count
 # entries recorded as torch.compiler cache artifacts: a compiled model's (eager ones travel with the folder)
 _ARTIFACT_KINDS = ("graph", "aot")
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
-
-
-def parse_size(text: str, var: str) -> int:
-    """'1048576', '500M', '1.5G', '2GiB' -> bytes; anything else raises ValueError naming `var`."""
-    match = _SIZE.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{var}={text!r}: expected a size in bytes such as 1073741824, 500M or 20G")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-
-
-def parse_count(text: str, var: str, unit: str = "executables") -> int:
-    """A positive number (of `unit`); anything else raises ValueError naming `var`."""
-    try:
-        value = int(text)
-        if value < 1:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"{var}={text!r}: expected a positive number of {unit}") from None
-    return value
-
-
-def _int_env(var: str, default: int) -> int:
-    text = os.environ.get(var)
-    return parse_count(text, var) if text else default
-
-
 def disk_enabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("1", "true", "yes", "on")
+    return not config.settings.neff_disable_cache
 
 
 def directory() -> str:
-    return os.environ.get(DIR_ENV) or DEFAULT_DIR
+    return config.settings.neff_cache_dir
 
 
 class Found(NamedTuple):
@@ -311,13 +284,10 @@ def executable_cache() -> ExecutableCache:
 
 
 def _make() -> ExecutableCache:
-    memory = MemoryCache(_int_env(MEMORY_ENTRIES_ENV, DEFAULT_MEMORY_ENTRIES),
-                         parse_size(os.environ[MEMORY_SIZE_ENV], MEMORY_SIZE_ENV)
-                         if os.environ.get(MEMORY_SIZE_ENV) else DEFAULT_MEMORY_BYTES)
+    memory = MemoryCache(config.settings.neff_cache_memory_entries, config.settings.neff_cache_memory_size)
     disk = None
     if disk_enabled():
-        limit = os.environ.get(MAX_SIZE_ENV)
-        disk = DiskStore(directory(), parse_size(limit, MAX_SIZE_ENV) if limit else None)
+        disk = DiskStore(directory(), config.settings.neff_cache_max_size)
     return ExecutableCache(memory, disk)
 
 

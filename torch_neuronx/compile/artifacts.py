@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import re
 
+from ..runtime import config
+
 PRESERVE_ENV = "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"
 DIR_ENV = "TORCH_NEURONX_DEBUG_DIR"
 
 
 def enabled() -> bool:
-    return os.environ.get(PRESERVE_ENV, "0").lower() in ("1", "true", "yes")
+    return config.settings.preserve_compilation_artifacts
 
 
 def directory() -> str:
-    return os.environ.get(DIR_ENV, os.path.join(os.getcwd(), "neuron_debug"))
+    return os.path.abspath(config.settings.debug_dir)
 
 
 def save(graph_name: str, version: int, gm, lowered) -> list[str]:

@@ -9,11 +9,11 @@ c10d's (`torch.distributed` calls them from Python, the functional collectives f
 from __future__ import annotations
 
 import datetime
-import os
 
 import torch
 import torch.distributed as dist
 
+from ..runtime import config
 from .staging import Staged, Unpacked, gloo_op, op_name
 from .work import PROBE_SECONDS, CompletedWork, NeuronWork, failure_error, lost_ranks
 
@@ -32,7 +32,7 @@ def _reduce_op(opts):
 
 
 def checks_enabled() -> bool:
-    return os.environ.get(CHECKS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return config.settings.dist_checks
 
 
 def _sig(tensors) -> str:
@@ -56,7 +56,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         # store, where the last one's addresses still sit: each incarnation rendezvous under its own prefix.
         # Every rank creates and destroys groups in the same order, so the count agrees across ranks.
         incarnation = _INCARNATIONS[group_id] = _INCARNATIONS.get(group_id, 0) + 1
-        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        restart = config.settings.torchelastic_restart_count
         gloo_store = dist.PrefixStore(f"gloo/{restart}/{incarnation}/", store)
         # Gloo's own deadline leaves room, within the group's timeout, to find out who is gone
         self._probe_seconds = min(PROBE_SECONDS, timeout.total_seconds() / 4)

@@ -6,7 +6,6 @@ TORCH_NEURONX_CPU_FALLBACK=error, `check_cpu_fallback` raises instead (compiled 
 """
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 
@@ -16,6 +15,7 @@ from .. import metrics
 from ..ops import argument_checks
 from ..ops.cpu_messages import named
 from ..ops.decompositions import decomposition_table
+from ..runtime import config
 from .buffers import to_host
 
 _state = threading.local()
@@ -65,7 +65,7 @@ def check_cpu_fallback(name: str, graph: str | None = None, node: str | None = N
                    stacklevel: int = 3) -> None:
     """Before op `name` runs on the CPU (in eager mode, or from inside compiled `graph` at `node`):
     raise `error` under TORCH_NEURONX_CPU_FALLBACK=error, else warn once per op (not when `silent`)."""
-    mode = os.environ.get(FALLBACK_ENV, "warn").lower()
+    mode = config.settings.cpu_fallback
     if mode == "error":
         metrics.fallback_refused(name)
         where = f"graph {graph}: op {name} (node '{node}')" if graph else f"neuron: {name}"

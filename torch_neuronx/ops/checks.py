@@ -10,10 +10,11 @@ TORCH_NEURONX_VALUE_CHECKS=0 turns them off, only to measure what they cost
 """
 from __future__ import annotations
 
-import os
 import threading
 
-ENABLED = os.environ.get("TORCH_NEURONX_VALUE_CHECKS", "1") != "0"
+from ..runtime import config
+
+ENABLED = config.settings.value_checks  # read once: it is part of every executable's key
 
 # The checks being collected, per thread: several threads may trace lowerings at once, and a check
 # one thread's trace makes must land in that trace (in another, it is lost: a silent clamp; or it

@@ -1,40 +1,98 @@
-"""Device configuration read from the environment; no jax here (it is read before jax starts).
+"""Every environment variable the package reads, read here and nowhere else; no jax here (it is read
+before jax starts).
 
-TORCH_NEURONX_PLATFORM   the PJRT platform that provides NeuronCores: auto (default: a GPU if jax
-                         has its CUDA plugin, else the CPU), cpu, cuda, ...
-NEURON_RT_NUM_CORES      on the CPU platform, how many NeuronCores to emulate (default 2).
-NEURON_RT_VISIBLE_CORES  which of them this process sees: "0", "0-3" or "0,2" (default: all; under a
-                         launcher that sets LOCAL_RANK, such as torchrun, the one core LOCAL_RANK).
-TORCH_NEURONX_NATIVE_KERNELS  on the CPU platform, whether executables call torch's own CPU kernels for
-                         bfloat16/float16 matrix products, convolutions and attention: auto (the default:
-                         where torch's kernel for that dtype is fast on this CPU), 1 (always) or 0 (never:
-                         XLA's).
-TORCH_NEURONX_HOST_MMAP_THRESHOLD  on the CPU platform, glibc's mmap threshold (default 8MiB; 0 leaves
-                         glibc's dynamic one).
+`SETTINGS` is the one table: per variable its name (TorchNeuron's own where AWS's package has the same
+setting; an alias only where another name means exactly the same), the attribute the package reads,
+its type (one parser per type, below), its default and one line of doc. README's settings table has a
+row for each (tests/test_settings.py checks it); `launcher` rows are what torchrun sets, `xla` rows
+XLA's own variables (jax reads its own JAX_* variables itself).
 
-Under torchrun each process owns one core, as on Trainium: NEURON_RT_VISIBLE_CORES defaults to
+The package reads a setting as `config.settings.<attr>` (or `config.value(NAME)`). A read looks the
+variable up and compares its raw text with the last read's: a dict lookup and a comparison, parsed
+again only when the text changed, so a value follows the environment when a test changes it within
+the process (monkeypatch.setenv). Text that does not parse raises ValueError naming the variable, on
+every read. Unset or empty (blanks only) is the default.
+
+Devices: under torchrun each process owns one core, as on Trainium: NEURON_RT_VISIBLE_CORES defaults to
 LOCAL_RANK, and that core is the process's neuron:0. On the CPU platform every process emulates the
 same chip: NEURON_RT_NUM_CORES cores, raised to cover LOCAL_WORLD_SIZE and the visible cores.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
+import math
 import os
+from typing import Callable, NamedTuple
 
-DEFAULT_CPU_CORES = 2
+# ---- one parser per type: (text, variable) -> value; the text is stripped and not empty
 
-
-def platform() -> str:
-    name = os.environ.get("TORCH_NEURONX_PLATFORM", "auto").strip().lower() or "auto"
-    if name != "auto":
-        return name
-    for plugin in ("jax_cuda13_plugin", "jax_cuda12_plugin"):
-        if importlib.util.find_spec(plugin) is not None:
-            return "cuda"
-    return "cpu"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
-def _parse_cores(text: str, var: str) -> list[int]:
+def parse_flag(text: str, var: str) -> bool:
+    """1/true/yes/on or 0/false/no/off, any case."""
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"{var}={text!r}: expected 1 or 0")
+
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30,
+          "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+SIZE_FORMS = "1073741824, 500M or 20G"
+
+
+def parse_size(text: str, var: str) -> int:
+    """A size in bytes: a byte count, or a number with a unit: K/M/G/T (or KiB.., powers of 1024), KB/MB/GB/TB
+    (powers of 1000); '1.5G' is allowed."""
+    text = text.strip()
+    number = text.rstrip("BbIiKkMmGgTt ")
+    unit = text[len(number):].strip().lower()
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or not (0 <= value < math.inf):
+        raise ValueError(f"{var}={text!r}: expected a size in bytes such as {SIZE_FORMS}")
+    return int(value * _UNITS[unit])
+
+
+def parse_positive_size(text: str, var: str) -> int:
+    value = parse_size(text, var)
+    if value == 0:
+        raise ValueError(f"{var}={text!r}: expected a size above zero in bytes such as {SIZE_FORMS}")
+    return value
+
+
+def parse_count(text: str, var: str, unit: str = "executables") -> int:
+    """A positive whole number (of `unit`, which the error names)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{var}={text!r}: expected a positive number of {unit}")
+    return value
+
+
+def choice(words: dict[str, str], expected: str) -> Callable[[str, str], str]:
+    """A parser of one of `words` (any case) -> its value; `expected` is what the error lists."""
+    return functools.partial(_choose, words=words, expected=expected)
+
+
+def _choose(text: str, var: str, words: dict[str, str], expected: str) -> str:
+    word = text.strip().lower()
+    if word not in words:
+        raise ValueError(f"{var}={text!r}: expected {expected}")
+    return words[word]
+
+
+def parse_cores(text: str, var: str) -> tuple[int, ...]:
+    """Core indices: '0', '0-3', '0,2' (ranges and lists, combined)."""
     cores: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -50,56 +108,289 @@ def _parse_cores(text: str, var: str) -> list[int]:
             raise ValueError(f"{var}={text!r}: expected core indices like '0', '0-3' or '0,2'") from None
     if not cores or min(cores) < 0:
         raise ValueError(f"{var}={text!r}: expected non-negative core indices like '0', '0-3' or '0,2'")
-    return cores
+    return tuple(cores)
 
 
-def _visible() -> tuple[str | None, str]:
-    """(the visible cores' text, the variable it came from): NEURON_RT_VISIBLE_CORES, or under a
-    launcher (LOCAL_RANK set) the launcher's local rank."""
-    text = os.environ.get("NEURON_RT_VISIBLE_CORES")
-    if text:
-        return text, "NEURON_RT_VISIBLE_CORES"
-    return os.environ.get("LOCAL_RANK", "").strip() or None, "LOCAL_RANK"
+def parse_text(text: str, var: str) -> str:
+    return text
+
+
+def parse_word(text: str, var: str) -> str:
+    """A name, in lower case."""
+    return text.lower()
+
+
+def parse_words(text: str, var: str) -> tuple[str, ...]:
+    """Blank-separated words (XLA_FLAGS)."""
+    return tuple(text.split())
+
+
+class Type(NamedTuple):
+    name: str  # what the docs call it: flag, size, count, choice, cores, path, text, words
+    parse: Callable[[str, str], object]
+
+
+FLAG = Type("flag", parse_flag)
+SIZE = Type("size", parse_size)
+POSITIVE_SIZE = Type("size", parse_positive_size)
+CORES = Type("cores", parse_cores)
+PATH = Type("path", parse_text)
+TEXT = Type("text", parse_text)
+NAME = Type("name", parse_word)
+WORDS = Type("words", parse_words)
+
+
+def COUNT(unit: str) -> Type:
+    return Type("count", functools.partial(parse_count, unit=unit))
+
+
+def CHOICE(words: dict[str, str], expected: str) -> Type:
+    return Type("choice", choice(words, expected))
+
+
+# ---- the table
+
+USER, LAUNCHER, XLA = "user", "launcher", "xla"
+
+
+class Setting(NamedTuple):
+    name: str  # the variable
+    attr: str  # config.settings.<attr>
+    type: Type
+    default: object  # the value when unset or empty
+    doc: str
+    aliases: tuple[str, ...] = ()  # other names for the same setting, read when `name` is unset
+    source: str = USER  # USER: the package's; LAUNCHER: set by torchrun; XLA: XLA's own
+
+
+DEFAULT_CPU_CORES = 2
+DEFAULT_HOST_MMAP_THRESHOLD = 8 << 20
+_ON_OFF = {**{w: "on" for w in _TRUE}, **{w: "off" for w in _FALSE}}
+
+SETTINGS: tuple[Setting, ...] = (
+    # devices
+    Setting("TORCH_NEURONX_PLATFORM", "platform", NAME, "auto",
+            "the PJRT platform that provides NeuronCores: auto (a GPU if jax has its CUDA plugin, else the "
+            "CPU), cpu, cuda, ..."),
+    Setting("NEURON_RT_NUM_CORES", "num_cores", COUNT("cores"), DEFAULT_CPU_CORES,
+            "on the CPU platform, how many NeuronCores to emulate"),
+    Setting("NEURON_RT_VISIBLE_CORES", "visible_cores", CORES, None,
+            "which cores this process sees, as its neuron:0..N-1: '0', '0-3' or '0,2' (default: all; under "
+            "torchrun the one core LOCAL_RANK)"),
+    Setting("TORCH_NEURONX_CORE_MEMORY", "core_memory", POSITIVE_SIZE, None,
+            "each core's memory capacity: 24GiB, 512M, 2GB or bytes (default: the platform's memory)"),
+    Setting("TORCH_NEURONX_HOST_MMAP_THRESHOLD", "host_mmap_threshold", SIZE, DEFAULT_HOST_MMAP_THRESHOLD,
+            "on the CPU platform, glibc's mmap threshold (0: glibc's own dynamic one)"),
+    Setting("TORCH_NEURONX_NATIVE_KERNELS", "native_kernels", CHOICE({"auto": "auto", **_ON_OFF}, "auto, 1 or 0"),
+            "auto",
+            "on the CPU platform, whether executables call torch's CPU kernels for bf16/fp16 products and "
+            "attention: auto (where torch's kernel is fast on this CPU), 1 (always) or 0 (never: XLA's)"),
+    # eager mode
+    Setting("TORCH_NEURONX_EAGER_FUSION", "eager_fusion", FLAG, True,
+            "queue eager ops and run each queue as one executable (0: one launch per op)"),
+    Setting("TORCH_NEURONX_EAGER_FUSION_MAX_OPS", "eager_fusion_max_ops", COUNT("ops"), 1024,
+            "the most ops a fused run holds"),
+    Setting("TORCH_NEURONX_CPU_FALLBACK", "cpu_fallback",
+            CHOICE({"warn": "warn", "error": "error", "silent": "silent"}, "warn, error or silent"), "warn",
+            "an op with no neuron lowering runs on the CPU with a warning once per op (warn), silently "
+            "(silent), or raises (error)"),
+    Setting("TORCH_NEURONX_VALUE_CHECKS", "value_checks", FLAG, True,
+            "check values inside executables (out-of-range indices); 0 only to measure their cost: XLA then "
+            "clamps silently"),
+    # compiled mode
+    Setting("TORCH_NEURONX_CPU_INPUTS", "cpu_inputs", CHOICE({"copy": "copy", "error": "error"}, "copy or error"),
+            "copy", "a compiled graph's CPU input is copied to the device (copy) or refused (error)"),
+    Setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "preserve_compilation_artifacts", FLAG, False,
+            "write each compiled graph's FX code and StableHLO text to TORCH_NEURONX_DEBUG_DIR"),
+    Setting("TORCH_NEURONX_DEBUG_DIR", "debug_dir", PATH, "./neuron_debug",
+            "the folder for compilation artifacts (relative: to the working directory when written)"),
+    # the executable cache
+    Setting("TORCH_NEURONX_NEFF_CACHE_DIR", "neff_cache_dir", PATH, "/tmp/neff_cache",
+            "the executable cache's folder"),
+    Setting("TORCH_NEURONX_NEFF_DISABLE_CACHE", "neff_disable_cache", FLAG, False,
+            "1: no disk layer (executables are kept in memory only)"),
+    Setting("TORCH_NEURONX_NEFF_CACHE_MAX_SIZE", "neff_cache_max_size", SIZE, None,
+            "bound of the cache's folder (least recently used out first; default: none)"),
+    Setting("TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES", "neff_cache_memory_entries", COUNT("executables"), 2048,
+            "executables kept in memory"),
+    Setting("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "neff_cache_memory_size", SIZE, 1 << 30,
+            "the serialized size of the executables kept in memory"),
+    # distributed
+    Setting("TORCH_NEURONX_DIST_CHECKS", "dist_checks", FLAG, True,
+            "check that every rank calls the same collective on the same shapes and dtypes (one small "
+            "all-gather per collective)"),
+    # what a launcher (torchrun) sets
+    Setting("LOCAL_RANK", "local_rank", TEXT, None,
+            "the process's rank on its node: its core when NEURON_RT_VISIBLE_CORES is unset", source=LAUNCHER),
+    Setting("LOCAL_WORLD_SIZE", "local_world_size", TEXT, None,
+            "the processes on the node: the emulated chip has at least as many cores", source=LAUNCHER),
+    Setting("TORCHELASTIC_RESTART_COUNT", "torchelastic_restart_count", TEXT, "0",
+            "the elastic restart: process groups rendezvous under a prefix of their own", source=LAUNCHER),
+    # XLA's own, which runtime/lazy_jax.py amends before jax starts and executable keys include
+    Setting("XLA_FLAGS", "xla_flags", WORDS, (), "XLA's flags", source=XLA),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+assert len(BY_NAME) == len(SETTINGS) and len({s.attr for s in SETTINGS}) == len(SETTINGS)
+
+# ---- reading
+
+# os.environ keeps the process's variables in a dict by encoded name (bytes on POSIX): a lookup there
+# costs ~40 ns where os.environ.get costs ~400 ns (~1 us for an unset variable, through KeyError).
+# Every write through os.environ (monkeypatch.setenv, os.environ[...] = ..., del) updates that dict.
+try:
+    _RAW, _KEY, _DECODE = os.environ._data, os.environ.encodekey, os.environ.decodevalue
+except AttributeError:  # not CPython's os._Environ
+    _RAW, _KEY, _DECODE = os.environ, str, str
+
+_NOT_READ = object()
+
+
+def _value_of(setting: Setting, raws) -> object:
+    for name, raw in zip((setting.name,) + setting.aliases, raws):
+        if raw is not None:
+            text = _DECODE(raw).strip()
+            if text:
+                return setting.type.parse(text, name)
+    return setting.default
+
+
+def _reader(setting: Setting) -> Callable[..., object]:
+    """A function reading `setting`: parsed again only when the variables' raw text changed."""
+    get = _RAW.get
+    keys = tuple(_KEY(name) for name in (setting.name,) + setting.aliases)
+    last = (_NOT_READ, None)  # (raw text, value): replaced whole, so a racing thread sees one pair
+
+    if len(keys) == 1:
+        (key,) = keys
+
+        def read(_settings=None):
+            nonlocal last
+            raw = get(key)
+            seen, value = last
+            if raw == seen:
+                return value
+            value = _value_of(setting, (raw,))
+            last = (raw, value)
+            return value
+    else:
+        def read(_settings=None):
+            nonlocal last
+            raw = tuple(get(k) for k in keys)
+            seen, value = last
+            if raw == seen:
+                return value
+            value = _value_of(setting, raw)
+            last = (raw, value)
+            return value
+
+    read.__name__ = setting.attr
+    read.__doc__ = f"{setting.name}: {setting.doc}"
+    return read
+
+
+_READERS: dict[str, Callable[..., object]] = {s.name: _reader(s) for s in SETTINGS}
+
+
+class Settings:
+    """The settings as the environment sets them now: `settings.<attr>` for each row of SETTINGS."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Settings(" + ", ".join(f"{s.attr}={describe(s.name)['value']!r}" for s in SETTINGS) + ")"
+
+
+for _s in SETTINGS:
+    setattr(Settings, _s.attr, property(_READERS[_s.name], doc=_READERS[_s.name].__doc__))
+del _s
+
+settings = Settings()
+
+
+def value(name: str) -> object:
+    """Setting `name`'s value now (ValueError naming the variable when its text does not parse)."""
+    return _READERS[name]()
+
+
+def default(name: str) -> object:
+    return BY_NAME[name].default
+
+
+def text(name: str) -> str | None:
+    """The text that sets `name` (the first of its names that is set and not blank), or None."""
+    setting = BY_NAME[name]
+    for var in (setting.name,) + setting.aliases:
+        raw = _RAW.get(_KEY(var))
+        if raw is not None and _DECODE(raw).strip():
+            return _DECODE(raw)
+    return None
+
+
+def describe(name: str) -> dict:
+    """{"text": what sets it (None: unset), "value": its value (None when bad), "problem": the error or None}."""
+    try:
+        return {"text": text(name), "value": value(name), "problem": None}
+    except ValueError as e:
+        return {"text": text(name), "value": None, "problem": str(e)}
+
+
+# ---- what the runtime asks
+
+@functools.cache
+def _auto_platform() -> str:
+    for plugin in ("jax_cuda13_plugin", "jax_cuda12_plugin"):
+        if importlib.util.find_spec(plugin) is not None:
+            return "cuda"
+    return "cpu"
+
+
+def platform() -> str:
+    name = settings.platform
+    return _auto_platform() if name == "auto" else name
+
+
+def _visible_cores() -> tuple[tuple[int, ...] | None, str]:
+    """(the visible cores, the variable they came from): NEURON_RT_VISIBLE_CORES, or under a launcher
+    (LOCAL_RANK set) the launcher's local rank; (None, ...): every core."""
+    cores = settings.visible_cores
+    if cores is not None:
+        return cores, "NEURON_RT_VISIBLE_CORES"
+    rank = settings.local_rank
+    return (None if rank is None else parse_cores(rank, "LOCAL_RANK")), "LOCAL_RANK"
 
 
 def launcher_core() -> int | None:
     """The core a launcher gave this process (LOCAL_RANK, when NEURON_RT_VISIBLE_CORES is unset)."""
-    text, var = _visible()
-    return int(text) if var == "LOCAL_RANK" and text is not None and text.isdigit() else None
+    if text("NEURON_RT_VISIBLE_CORES") is not None:
+        return None
+    rank = settings.local_rank
+    return int(rank) if rank is not None and rank.isdigit() else None
 
 
 def host_device_count() -> int:
     """How many CPU devices XLA creates: every core some process may see."""
-    text = os.environ.get("NEURON_RT_NUM_CORES")
-    count = DEFAULT_CPU_CORES
-    if text:
-        try:
-            count = int(text)
-        except ValueError:
-            raise ValueError(f"NEURON_RT_NUM_CORES={text!r}: expected a positive integer") from None
-        if count < 1:
-            raise ValueError(f"NEURON_RT_NUM_CORES={text!r}: expected a positive integer")
-    local_world = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
-    if local_world.isdigit():
+    count = settings.num_cores
+    local_world = settings.local_world_size
+    if local_world is not None and local_world.isdigit():
         count = max(count, int(local_world))
-    visible, var = _visible()
-    if visible:
-        count = max(count, max(_parse_cores(visible, var)) + 1)
+    cores, _var = _visible_cores()
+    if cores:
+        count = max(count, max(cores) + 1)
     return count
 
 
 def visible_cores(available: int) -> list[int]:
     """Indices, among the platform's `available` devices, that this process uses as neuron:0..N-1."""
-    visible, var = _visible()
-    if not visible:
+    cores, var = _visible_cores()
+    if cores is None:
         if platform() == "cpu":
             available = min(available, host_device_count())
         return list(range(available))
-    cores = _parse_cores(visible, var)
     bad = [c for c in cores if c >= available]
     if bad:
-        raise ValueError(f"{var}={visible!r} names core {bad[0]}, but the platform has {available}")
-    return cores
+        raise ValueError(f"{var}={text(var)!r} names core {bad[0]}, but the platform has {available}")
+    return list(cores)
 
 
 def cpu_device_count() -> int:
@@ -107,70 +398,17 @@ def cpu_device_count() -> int:
     return len(visible_cores(host_device_count()))
 
 
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30,
-          "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-
-
-def _size(var: str, example: str) -> int | None:
-    """A size setting ("24GiB", "512M", "2GB", a byte count; unset or empty: None)."""
-    text = os.environ.get(var, "").strip()
-    if not text:
-        return None
-    number = text.rstrip("BbIiKkMmGgTt ")
-    unit = text[len(number):].strip().lower()
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if unit not in _UNITS or value < 0:
-        raise ValueError(f"{var}={text!r}: expected a size such as {example} or a byte count")
-    return int(value * _UNITS[unit])
-
-
 def core_memory() -> int | None:
-    """Each core's memory capacity from TORCH_NEURONX_CORE_MEMORY ("24GiB", "512M", "2GB", bytes),
-    or None: the platform's memory."""
-    value = _size("TORCH_NEURONX_CORE_MEMORY", "24GiB, 512MiB, 2GB")
-    if value == 0:
-        raise ValueError("TORCH_NEURONX_CORE_MEMORY=0: expected a size such as 24GiB, 512MiB, 2GB or a byte count")
-    return value
-
-
-DEFAULT_HOST_MMAP_THRESHOLD = 8 << 20
+    """Each core's memory capacity (TORCH_NEURONX_CORE_MEMORY), or None: the platform's memory."""
+    return settings.core_memory
 
 
 def host_mmap_threshold() -> int:
-    """TORCH_NEURONX_HOST_MMAP_THRESHOLD (default 8MiB; 0: glibc's own): on the CPU platform, the size from
-    which host allocations are their own mappings, returned to the system when freed (runtime/devices.py)."""
-    value = _size("TORCH_NEURONX_HOST_MMAP_THRESHOLD", "8MiB")
-    return DEFAULT_HOST_MMAP_THRESHOLD if value is None else value
-
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def flag(var: str, default: bool) -> bool:
-    """A boolean setting: 1/true/yes/on or 0/false/no/off (unset or empty: `default`)."""
-    text = os.environ.get(var, "").strip().lower()
-    if not text:
-        return default
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"{var}={text!r}: expected 1 or 0")
+    """On the CPU platform, the size from which host allocations are their own mappings, returned to the
+    system when freed (runtime/devices.py)."""
+    return settings.host_mmap_threshold
 
 
 def native_kernels() -> str:
-    """TORCH_NEURONX_NATIVE_KERNELS: "auto" (unset, empty or auto: executables on the CPU platform call
-    torch's CPU kernels for the 16-bit products torch runs fast on this CPU), "on" (1: for every 16-bit
-    product) or "off" (0: XLA's own); runtime/native_kernels.py decides from it."""
-    text = os.environ.get("TORCH_NEURONX_NATIVE_KERNELS", "").strip().lower()
-    if text in ("", "auto"):
-        return "auto"
-    if text in _TRUE:
-        return "on"
-    if text in _FALSE:
-        return "off"
-    raise ValueError(f"TORCH_NEURONX_NATIVE_KERNELS={text!r}: expected auto, 1 or 0")
+    """"auto", "on" or "off" (TORCH_NEURONX_NATIVE_KERNELS); runtime/native_kernels.py decides from it."""
+    return settings.native_kernels

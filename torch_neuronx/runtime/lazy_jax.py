@@ -32,8 +32,9 @@ def load():
         if _jax is not None:
             return _jax
         # NEURON_RT_NUM_CORES decides how many CPU devices XLA makes (replacing any inherited flag,
-        # e.g. from a parent process that set its own count)
-        flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+        # e.g. from a parent process that set its own count). XLA_FLAGS is XLA's own variable, which
+        # XLA reads when jax starts its backend: read through config like every other, written here.
+        flags = [f for f in config.settings.xla_flags if "xla_force_host_platform_device_count" not in f]
         flags.append(f"--xla_force_host_platform_device_count={config.host_device_count()}")
         if config.platform() == "cpu" and not any(f.startswith(f"--{_CPU_SCHEDULER}=") for f in flags):
             flags.append(f"--{_CPU_SCHEDULER}=false")
@@ -45,8 +46,9 @@ def load():
         # jax's persistent compilation cache is on by default even with no folder to keep it in: it
         # then hashes every program it compiles (its IR canonicalized, ~1 ms an eager op, more for a
         # graph) for a cache that is never read. Executables persist in our own cache; a folder set
-        # for jax's (JAX_COMPILATION_CACHE_DIR, or jax.config before the first device use) keeps it.
-        if not os.environ.get("JAX_COMPILATION_CACHE_DIR") and jax.config.jax_compilation_cache_dir is None:
+        # for jax's keeps it: JAX_COMPILATION_CACHE_DIR (which jax reads into its config when it is
+        # imported), or jax.config before the first device use.
+        if not jax.config.jax_compilation_cache_dir:
             jax.config.update("jax_enable_compilation_cache", False)
         # torch's CPU kernels that executables call (before any executable is compiled or loaded)
         from . import native_kernels

@@ -1,0 +1,185 @@
+"""The settings table (runtime/config.py): every setting parses the forms its type takes and names
+itself when its text does not parse; values follow the environment within the process; nothing else
+in the package reads an environment variable; README documents every one."""
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+from torch_neuronx.runtime import config
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "torch_neuronx"
+CONFIG = PACKAGE / "runtime" / "config.py"
+
+GiB, MiB = 1 << 30, 1 << 20
+FLAG_FORMS = [("1", True), ("true", True), ("Yes", True), ("ON", True), (" on ", True),
+              ("0", False), ("false", False), ("No", False), ("OFF", False)]
+FLAG_BAD = ["2", "maybe", "enabled"]
+SIZE_FORMS = [("1048576", MiB), ("500M", 500 * MiB), ("1.5G", int(1.5 * GiB)), ("2GiB", 2 * GiB),
+              ("24gib", 24 * GiB), ("512 K", 512 << 10), ("2GB", 2 * 10**9), ("0", 0)]
+SIZE_BAD = ["lots", "12XB", "inf", "nan", "-1", "5Mi", "1e400"]
+CORES_FORMS = [("0", (0,)), ("0-3", (0, 1, 2, 3)), ("0,2", (0, 2)), ("1-2, 5", (1, 2, 5))]
+CORES_BAD = ["x", "1-b", "-1", ","]
+
+# name -> (texts and the values they give, texts each rejected with an error naming the variable)
+FORMS = {
+    "TORCH_NEURONX_PLATFORM": ([("cpu", "cpu"), ("CUDA", "cuda"), ("auto", "auto")], []),
+    "NEURON_RT_NUM_CORES": ([("1", 1), ("8", 8)], ["0", "-2", "many", "1.5"]),
+    "NEURON_RT_VISIBLE_CORES": (CORES_FORMS, CORES_BAD),
+    "TORCH_NEURONX_CORE_MEMORY": ([f for f in SIZE_FORMS if f[1]], SIZE_BAD + ["0"]),
+    "TORCH_NEURONX_HOST_MMAP_THRESHOLD": (SIZE_FORMS, SIZE_BAD),
+    "TORCH_NEURONX_NATIVE_KERNELS": ([("auto", "auto"), ("1", "on"), ("true", "on"), ("0", "off"), ("Off", "off")],
+                                     ["always", "2"]),
+    "TORCH_NEURONX_EAGER_FUSION": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_EAGER_FUSION_MAX_OPS": ([("1", 1), ("4", 4), ("4096", 4096)], ["0", "-4", "many", "2.5"]),
+    "TORCH_NEURONX_CPU_FALLBACK": ([("warn", "warn"), ("error", "error"), ("ERROR", "error"), ("silent", "silent")],
+                                   ["1", "raise"]),
+    "TORCH_NEURONX_VALUE_CHECKS": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_CPU_INPUTS": ([("copy", "copy"), ("error", "error"), ("Error", "error")], ["refuse", "0"]),
+    "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_DEBUG_DIR": ([("/tmp/debug", "/tmp/debug"), ("rel/dir", "rel/dir")], []),
+    "TORCH_NEURONX_NEFF_CACHE_DIR": ([("/var/cache/neff", "/var/cache/neff")], []),
+    "TORCH_NEURONX_NEFF_DISABLE_CACHE": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE": (SIZE_FORMS, SIZE_BAD),
+    "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES": ([("1", 1), ("4", 4)], ["0", "many", "-1"]),
+    "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE": (SIZE_FORMS, SIZE_BAD),
+    "TORCH_NEURONX_DIST_CHECKS": (FLAG_FORMS, FLAG_BAD),
+    "LOCAL_RANK": ([("3", "3"), (" 1 ", "1")], []),
+    "LOCAL_WORLD_SIZE": ([("8", "8")], []),
+    "TORCHELASTIC_RESTART_COUNT": ([("2", "2")], []),
+    "XLA_FLAGS": ([("--a=1  --b", ("--a=1", "--b"))], []),
+}
+
+
+def test_every_setting_has_its_forms_here():
+    assert set(FORMS) == set(config.BY_NAME), "a new setting needs its forms in FORMS"
+
+
+@pytest.mark.parametrize("setting", config.SETTINGS, ids=lambda s: s.name)
+def test_a_setting_parses_its_forms_and_names_itself_when_it_cannot(setting, monkeypatch):
+    good, bad = FORMS[setting.name]
+    with monkeypatch.context() as m:  # restored before the suite's per-test device checks run
+        m.delenv(setting.name, raising=False)
+        assert config.value(setting.name) == setting.default
+        m.setenv(setting.name, "  ")  # blank: unset
+        assert config.value(setting.name) == setting.default
+        for text, want in good:
+            m.setenv(setting.name, text)
+            assert config.value(setting.name) == want, text
+            assert getattr(config.settings, setting.attr) == want, text
+        for text in bad:
+            m.setenv(setting.name, text)
+            with pytest.raises(ValueError, match=f"^{re.escape(setting.name)}={re.escape(repr(text))}: expected"):
+                config.value(setting.name)
+            with pytest.raises(ValueError, match=re.escape(setting.name)):  # every read, not only the first
+                getattr(config.settings, setting.attr)
+            got = config.describe(setting.name)
+            assert got["value"] is None and setting.name in got["problem"] and got["text"] == text
+
+
+def test_the_table_is_well_formed():
+    for s in config.SETTINGS:
+        assert re.fullmatch(r"[A-Z][A-Z0-9_]*", s.name) and s.attr.isidentifier() and s.doc, s
+        assert s.source in (config.USER, config.LAUNCHER, config.XLA), s
+        assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", a) and a not in config.BY_NAME for a in s.aliases), s
+    names = [n for s in config.SETTINGS for n in (s.name,) + s.aliases]
+    assert len(names) == len(set(names))
+
+
+def test_values_follow_the_environment_within_the_process(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_CPU_INPUTS", "error")
+    assert config.settings.cpu_inputs == "error"
+    monkeypatch.setenv("TORCH_NEURONX_CPU_INPUTS", "copy")
+    assert config.settings.cpu_inputs == "copy"
+    monkeypatch.delenv("TORCH_NEURONX_CPU_INPUTS")
+    assert config.settings.cpu_inputs == "copy"
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "40K")
+    assert config.settings.neff_cache_memory_size == 40 << 10
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "nonsense")
+    with pytest.raises(ValueError, match="TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE='nonsense'"):
+        config.settings.neff_cache_memory_size
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "40K")  # a good value again: read again
+    assert config.settings.neff_cache_memory_size == 40 << 10
+
+
+def test_the_package_reads_through_the_table(monkeypatch, tmp_path):
+    from torch_neuronx import cache
+    from torch_neuronx.compile import artifacts
+    from torch_neuronx.distributed import process_group
+    from torch_neuronx.eager import fallback
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "yes")
+    assert cache.directory() == str(tmp_path) and not cache.disk_enabled()
+    monkeypatch.setenv("TORCH_NEURONX_DIST_CHECKS", "off")
+    assert not process_group.checks_enabled()
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "on")
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dbg"))
+    assert artifacts.enabled() and artifacts.directory() == str(tmp_path / "dbg")
+    monkeypatch.delenv("TORCH_NEURONX_DEBUG_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert artifacts.directory() == str(tmp_path / "neuron_debug")
+    monkeypatch.setenv("TORCH_NEURONX_CPU_FALLBACK", "silent")
+    fallback.check_cpu_fallback("aten.not_a_real_op.default")  # neither raises nor warns
+    assert cache.parse_size is config.parse_size  # one size parser
+
+
+def _environment_reads(path: pathlib.Path):
+    """(line, what) for every read of a named environment variable in `path`: os.environ.get(...),
+    os.environ[...] (not as an assignment's target), `... in os.environ`, os.getenv(...). A use of the
+    whole environment (a child process's copy) names no variable and is not a read."""
+    tree = ast.parse(path.read_text())
+
+    def is_environ(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id == "environ")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and is_environ(f.value) and f.attr in ("get", "setdefault", "pop"):
+                yield node.lineno, f"environ.{f.attr}"
+            elif (isinstance(f, ast.Attribute) and f.attr in ("getenv", "getenvb")) or (
+                    isinstance(f, ast.Name) and f.id in ("getenv", "getenvb")):
+                yield node.lineno, "getenv"
+        elif isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            yield node.lineno, "environ[...]"
+        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+            yield node.lineno, "... in environ"
+
+
+def test_only_config_reads_environment_variables():
+    reads = [f"{path.relative_to(ROOT)}:{line}: {what}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path != CONFIG
+             for line, what in _environment_reads(path)]
+    assert not reads, "read these through runtime/config.py's settings:\n" + "\n".join(reads)
+
+
+def test_one_boolean_parser():
+    """The words of a flag are spelled once, in config's parser."""
+    copies = [str(path.relative_to(ROOT)) for path in sorted(PACKAGE.rglob("*.py"))
+              if path != CONFIG and re.search(r"""["']false["']\s*,\s*["']no["']""", path.read_text())]
+    assert not copies, f"a boolean parser of their own: {copies}"
+
+
+def test_config_imports_nothing_heavy():
+    """config is read before jax starts, at `import torch`: standard-library imports only."""
+    allowed = {"__future__", "functools", "importlib", "importlib.util", "math", "os", "typing"}
+    tree = ast.parse(CONFIG.read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= allowed, imported - allowed
+
+
+def test_readme_documents_every_setting():
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
+    missing = []
+    for s in config.SETTINGS:
+        row = next((r for r in rows if r.startswith(f"| `{s.name}`")), None)
+        if row is None or any(a not in row for a in s.aliases):
+            missing.append(s.name)
+    assert not missing, f"README.md needs a settings row '| `NAME` |' (with its aliases) for {missing}"
