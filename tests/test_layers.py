@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -147,3 +148,52 @@ def test_no_import_cycles():
 
 def _is_package_parent(target: str, module: str) -> bool:
     return MODULES[target].name == "__init__.py" and module.startswith(target + ".")
+
+
+def _attribute_names(module: str):
+    """(name, line) of every attribute read or written and every bare name in `module`."""
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Attribute):
+            yield node.attr, node.lineno
+        elif isinstance(node, ast.Name):
+            yield node.id, node.lineno
+
+
+def test_only_runtime_storage_touches_the_buffer_table():
+    """The buffer table has one owner: the layers above call runtime.storage's API (buffer,
+    buffers_of, set_buffer, set_buffers, replace), never the table itself."""
+    owner = "torch_neuronx.runtime.storage"
+    bad = [f"{m}:{line}" for m in MODULES if m != owner
+           for name, line in _attribute_names(m) if name in ("_buffers", "BUFFERS")]
+    assert not bad, f"the buffer table touched outside {owner}: {bad}"
+
+
+_POSITIONAL_KEY = re.compile(r"\bkey\s*\[\s*(-?\d+|:\s*-?\d+|-?\d+\s*:)\s*\]")
+
+
+def test_no_key_is_read_by_position():
+    """Keys are `cache.Key` values with named fields (namespace, value, device)."""
+    bad = [f"{m}:{n + 1}" for m, path in MODULES.items()
+           for n, line in enumerate(path.read_text().splitlines()) if _POSITIONAL_KEY.search(line)]
+    assert not bad, f"a key read by position: {bad}"
+
+
+def test_every_compile_goes_through_runtime_executables():
+    """One place compiles a lowered program (runtime.executables.compile_lowered: the platform's
+    options, the memory given back after a large compile): nobody else calls `.compile()` on one."""
+    owner = "torch_neuronx.runtime.executables"
+    bad = []
+    for m in MODULES:
+        if m == owner:
+            continue
+        for node in ast.walk(ast.parse(MODULES[m].read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"
+                    and not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("re", "torch"))):
+                bad.append(f"{m}:{node.lineno}")
+    assert not bad, f"compiled outside {owner}: {bad}"
+
+
+@pytest.mark.parametrize("line, positional", [("x = key[1]", True), ("v = entry.key[:-1]", True),
+                                                ("d = key[-1]", True), ("v = key.value", False)])
+def test_the_positional_key_check_finds_each_form(line, positional):
+    assert bool(_POSITIONAL_KEY.search(line)) == positional

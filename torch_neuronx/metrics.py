@@ -22,13 +22,29 @@ def executed_counts() -> collections.Counter:
     return _executed
 
 
-def cache_miss(op: str) -> None:
-    _misses[op] += 1
+def cache_miss(namespace: str, name: str) -> None:
+    """A key the memory layer did not hold (`cache.ExecutableCache.acquire`): counted per eager op."""
+    if namespace == "op":
+        _misses[name] += 1
 
 
-def compiled(op: str, seconds: float) -> None:
-    _compiles[op] += 1
-    _compile_s[op] += seconds
+def built(namespace: str, name: str, seconds: float) -> None:
+    """An executable compiled (`acquire`): per eager op, or a fused run (a graph's compile is counted
+    with its details by `graph_compiled`)."""
+    if namespace == "op":
+        _compiles[name] += 1
+        _compile_s[name] += seconds
+    elif namespace == "run":
+        _fusion["compiled"] += 1
+        _fusion["compile_s"] += seconds
+
+
+def loaded(namespace: str, name: str) -> None:
+    """An executable loaded from the disk cache (`acquire`): a fused run's, or a graph's (no lowering, no XLA)."""
+    if namespace == "run":
+        _fusion["loaded"] += 1
+    elif namespace == "graph":
+        _graph_loads[name] += 1
 
 
 def fell_back(op: str) -> None:
@@ -114,15 +130,6 @@ def fused_run(n_ops: int, reason: str) -> None:
     _run_lengths.append(n_ops)
 
 
-def run_compiled(seconds: float) -> None:
-    _fusion["compiled"] += 1
-    _fusion["compile_s"] += seconds
-
-
-def run_loaded() -> None:
-    _fusion["loaded"] += 1
-
-
 def fusion_stats() -> dict:
     """Eager fusion since the last `clear_op_tracking()`: fused runs launched, the ops in them (mean and
     max per run), run executables compiled (with their seconds) and loaded from disk, and what ended
@@ -206,11 +213,6 @@ def graph_reused(name: str) -> None:
 
 
 _graph_loads: collections.Counter = collections.Counter()
-
-
-def graph_loaded(name: str) -> None:
-    """A graph's executable came from the disk cache (no lowering, no XLA)."""
-    _graph_loads[name] += 1
 
 
 _aot_skips: collections.Counter = collections.Counter()

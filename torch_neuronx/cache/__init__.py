@@ -2,11 +2,15 @@
 per graph and input signature): a memory layer, bounded and least recently used out first, over a
 disk layer that outlives the process (`store.DiskStore`).
 
-A layer asks `executable_cache()` for its executables by full key (a value key, then the device
-index): `get` looks in memory (the hot path), `load` on disk, and `save` stores a new executable
-with the metadata its layer needs to use it (the output plan), so that a hit in a new process skips
-the meta call, the trace, the lowering and XLA. An entry is named by `keys.entry_key`; its executable
-loads on any device (`runtime.executables`).
+Every executable (an eager op, a fused run, a compiled graph) is got through one call,
+`executable_cache().acquire(key, name, build, from_disk)`: memory (the hot path), else under a lock
+that other processes building the same key wait on, the disk (`from_disk` makes the layer's value from
+what was stored), else `build()` (which compiles through `runtime.executables`) and a save to disk with
+the metadata the layer needs to use it (the output plan), so that a hit in a new process skips the meta
+call, the trace, the lowering and XLA; then the value goes into memory, and the metrics count each step.
+A key is a `keys.Key` (namespace, value, device); an entry on disk is named by its namespace and value
+(`keys.entry_key`) and its executable loads on any device (`runtime.executables`). Records that are not
+executables (an op's output plan, an AOTAutograd graph) use `load_record`/`save_record`.
 
 Settings (rows of runtime/config.py's table; read when the cache is first used, and again by `reset()`):
 
@@ -29,6 +33,7 @@ from .. import metrics
 from ..runtime import config, executables, profiling
 from . import artifacts, keys
 from .memory import MemoryCache
+from .keys import Key
 from .store import BadEntry, DiskStore, decode, encode
 
 DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
@@ -53,10 +58,25 @@ def directory() -> str:
     return config.settings.neff_cache_dir
 
 
+class Built(NamedTuple):
+    """What a layer's `build` made: the value memory holds, and what the disk keeps of it (None: an
+    executable-less value, kept in memory only)."""
+
+    value: object
+    executable: object = None  # a jax.stages.Compiled to store
+    meta: object = None  # stored beside it: what the layer needs to use it in a new process
+
+
 class Found(NamedTuple):
     meta: object  # what the layer saved with the executable
     executable: object  # a jax.stages.Compiled on the device asked for
     nbytes: int  # its serialized size (what the memory bound counts)
+
+
+class _Read(NamedTuple):
+    digest: str
+    data: bytes  # the entry as stored
+    body: bytes  # what its layer wrote
 
 
 class ExecutableCache:
@@ -69,6 +89,33 @@ class ExecutableCache:
         self._lock = threading.Lock()
 
     # ---- memory
+
+    def acquire(self, key: Key, name: str, build, from_disk=None):
+        """The value of `key`: from memory; else (under the key's lock, which other processes building
+        it wait on) from disk, made by `from_disk(found)`; else `build()` -> Built, saved to disk. Put in
+        memory either way. `from_disk` None: the kind has nothing on disk (built each process, no lock).
+        `build()` may return None (the call must be described again): nothing is stored."""
+        value = self.get(key)
+        if value is not None:
+            return value
+        metrics.cache_miss(key.namespace, name)
+        lock = self.compiling(key) if from_disk is not None else contextlib.nullcontext()
+        with lock:
+            found = self.load(key, name) if from_disk is not None else None
+            if found is not None:
+                value, nbytes = from_disk(found), found.nbytes
+                metrics.loaded(key.namespace, name)
+            else:
+                start = time.perf_counter()
+                built = build()
+                if built is None:
+                    return None
+                value, nbytes = built.value, 0
+                if built.executable is not None:
+                    metrics.built(key.namespace, name, time.perf_counter() - start)
+                    nbytes = self.save(key, name, built.meta, built.executable)
+        self.put(key, value, nbytes)
+        return value
 
     def get(self, key):
         if profiling.active():  # a hit is most launches' only cache work: show it in a profile
@@ -94,40 +141,40 @@ class ExecutableCache:
             self._environment = keys.environment(config.platform(), executables.device_kind())
         return self._environment
 
-    def _entry_key(self, kind: str, key: tuple) -> bytes | None:
+    def _entry_key(self, key: Key) -> bytes | None:
         try:
-            return keys.entry_key(self.environment(), kind, key[:-1])
+            return keys.entry_key(self.environment(), key.namespace, key.value)
         except TypeError:  # a key with a value that has no stable spelling: memory only
             return None
 
-    def load(self, kind: str, name: str, key: tuple) -> Found | None:
-        """The executable of `key` (device index last) and its metadata, from disk; None on a miss.
+    def load(self, key: Key, name: str) -> Found | None:
+        """The executable of `key` (loaded on `key.device`) and its metadata, from disk; None on a miss.
         A bad or unloadable entry is removed, warned about once and reported as a miss."""
         if self.disk is None or not self._loads_work():
             return None
-        with profiling.range(f"neuron::cache_disk_load {kind}"):
-            return self._load(kind, name, key)
+        with profiling.range(f"neuron::cache_disk_load {key.namespace}"):
+            return self._load(key, name)
 
-    def _load(self, kind: str, name: str, key: tuple) -> Found | None:
+    def _load(self, key: Key, name: str) -> Found | None:
         start = time.perf_counter()
-        got = self._read(kind, name, key)
+        got = self._read(key, name)
         if got is None:
             return None
         digest, data, body = got
         try:
             meta, blob = pickle.loads(body)
-            exe = executables.load(blob, key[-1])
+            exe = executables.load(blob, key.device)
         except Exception as e:  # XLA may reject a CPU executable it wrote itself (jax issue 38445)
             self.disk.remove(self.disk.path(digest))
             self._bad(digest, name, f"it could not be loaded: {type(e).__name__}: {e}")
             return None
-        metrics.disk_hit(kind, time.perf_counter() - start, len(data))
+        metrics.disk_hit(key.namespace, time.perf_counter() - start, len(data))
         return Found(meta, exe, len(blob))
 
-    def save(self, kind: str, name: str, key: tuple, meta, executable) -> int:
+    def save(self, key: Key, name: str, meta, executable) -> int:
         """Store a new executable with its metadata; returns its serialized size (0 when it cannot be
         serialized: it stays in memory only)."""
-        if self.disk is None and kind != "graph":
+        if self.disk is None and key.namespace != "graph":
             return 0
         try:
             blob = executables.serialize(executable)
@@ -141,26 +188,27 @@ class ExecutableCache:
         except (pickle.PicklingError, TypeError, AttributeError):  # metadata with a local class
             metrics.cache_event("unstorable")
             return len(blob)
-        self._write(kind, name, key, body)
+        self._write(key, name, body)
         return len(blob)
 
-    def load_record(self, kind: str, name: str, key: tuple) -> bytes | None:
+    def load_record(self, key: Key, name: str) -> bytes | None:
         """The body of a record that is not an executable (what a layer learned that saves it work
         in a new process), from disk; None on a miss or a bad entry (removed, warned once)."""
-        got = self._read(kind, name, key) if self.disk is not None else None
-        return None if got is None else got[2]
+        got = self._read(key, name) if self.disk is not None else None
+        return None if got is None else got.body
 
-    def save_record(self, kind: str, name: str, key: tuple, body: bytes) -> bool:
-        return self._write(kind, name, key, body) if self.disk is not None else False
+    def save_record(self, key: Key, name: str, body: bytes) -> bool:
+        return self._write(key, name, body) if self.disk is not None else False
 
-    def remove_record(self, kind: str, key: tuple) -> None:
-        ek = self._entry_key(kind, key) if self.disk is not None else None
+    def remove_record(self, key: Key) -> None:
+        ek = self._entry_key(key) if self.disk is not None else None
         if ek is not None:
             self.disk.remove(self.disk.path(keys.digest(ek)))
 
-    def _read(self, kind: str, name: str, key: tuple) -> tuple[str, bytes, bytes] | None:
-        """(digest, the entry's bytes, its body) from disk, or None (a miss, a bad entry)."""
-        ek = self._entry_key(kind, key)
+    def _read(self, key: Key, name: str) -> "_Read | None":
+        """The entry's digest, bytes and body from disk, or None (a miss, a bad entry)."""
+        kind = key.namespace
+        ek = self._entry_key(key)
         if ek is None:
             return None
         digest = keys.digest(ek)
@@ -172,12 +220,14 @@ class ExecutableCache:
         if got is None:
             metrics.disk_miss(kind)
             return None
+        data, body = got
         if kind in _ARTIFACT_KINDS:
-            artifacts.record(digest, got[0])
-        return digest, got[0], got[1]
+            artifacts.record(digest, data)
+        return _Read(digest, data, body)
 
-    def _write(self, kind: str, name: str, key: tuple, body: bytes) -> bool:
-        ek = self._entry_key(kind, key)
+    def _write(self, key: Key, name: str, body: bytes) -> bool:
+        kind = key.namespace
+        ek = self._entry_key(key)
         if ek is None:
             metrics.cache_event("unstorable")
             return False
@@ -194,12 +244,12 @@ class ExecutableCache:
             artifacts.record(digest, data)
         return True
 
-    def compiling(self, kind: str, key: tuple):
+    def compiling(self, key: Key):
         """A context held while compiling `key`: another process compiling the same key waits for it
         (then finds the entry on disk). Holds nothing without a disk layer."""
         if self.disk is None:
             return contextlib.nullcontext()
-        ek = self._entry_key(kind, key)
+        ek = self._entry_key(key)
         return self.disk.lock(keys.digest(ek)) if ek is not None else contextlib.nullcontext()
 
     def import_entry(self, digest: str, data: bytes) -> bool:
@@ -258,7 +308,8 @@ def _check_loading(cache: ExecutableCache) -> None:
         got = None
     if got is None:
         with devices.on_device(0):
-            compiled = jax.jit(lambda a: a * 2 + 1).lower(np.arange(4, dtype=np.float32)).compile()
+            lowered = jax.jit(lambda a: a * 2 + 1).lower(np.arange(4, dtype=np.float32))
+            compiled = executables.compile_lowered(lowered, small=True)
         blob = executables.serialize(compiled)
         cache.disk.write(digest, encode("probe", "probe", ek, pickle.dumps((None, blob))))
     else:

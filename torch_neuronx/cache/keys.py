@@ -7,13 +7,29 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import pathlib
+from typing import NamedTuple
 
+from ..ops import checks
 from ..ops.protocol import key_bytes
-from ..runtime import native_kernels
+from ..runtime import config, native_kernels
 
-FORMAT = 1  # the entry format and the key's own layout: bump when either changes
+FORMAT = 2  # the entry format and the key's own layout: bump when either changes
+
+
+class Key(NamedTuple):
+    """What names an executable (or a record) in the cache: its namespace (the kind: "op", "run",
+    "graph", "aot", "plan"), its value key (a tuple of plain values, the same in every process: what
+    names it on disk, `entry_key`) and the device index it is loaded on (None: a device-free record).
+    The memory layer holds one per device; the disk layer one for every device."""
+
+    namespace: str
+    value: tuple
+    device: int | None
+
+    def on(self, namespace: str) -> "Key":
+        """The same value and device in another namespace (an op's output plan beside its executable)."""
+        return tuple.__new__(Key, (namespace, self.value, self.device))
 
 # jax settings that change the program a trace builds
 _JAX_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl",
@@ -52,7 +68,7 @@ def package_version() -> str:
 
 
 def xla_flags() -> tuple:
-    flags = os.environ.get("XLA_FLAGS", "").split()
+    flags = config.settings.xla_flags
     return tuple(sorted(f for f in flags if not f.startswith(_IGNORED_FLAGS)))
 
 
@@ -77,14 +93,14 @@ def environment(platform: str, device_kind: str, versions: tuple | None = None) 
     """Everything but the value key that an entry's key covers, as a value."""
     return (("format", FORMAT),) + (package_versions() if versions is None else versions) + (
         ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()),
-        ("native_kernels", native_kernels.key()))
+        ("native_kernels", native_kernels.key()), ("value_checks", checks.ENABLED))
 
 
-def entry_key(environment: tuple, kind: str, value_key: tuple) -> bytes:
+def entry_key(environment: tuple, namespace: str, value: tuple) -> bytes:
     """The bytes an entry is stored under (its digest names the file; the bytes are in its header):
-    `key_bytes((environment, kind, value_key))`, with the environment's part spelled once a process
+    `key_bytes((environment, namespace, value))`, with the environment's part spelled once a process
     (a triple is spelled as its parts' spellings in a row, between its header and its end)."""
-    return b"".join((b"tuple[3](", _spelled(environment), key_bytes(kind), key_bytes(value_key), b");"))
+    return b"".join((b"tuple[3](", _spelled(environment), key_bytes(namespace), key_bytes(value), b");"))
 
 
 @functools.lru_cache(maxsize=8)

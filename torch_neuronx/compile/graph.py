@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import operator
-import os
 import re
 import time
 from typing import NamedTuple
@@ -24,13 +23,15 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import cache, metrics
+from ..cache import Built, Key
 from ..eager.buffers import to_host
 from ..eager.fallback import check_cpu_fallback
-from ..ops import LOWERINGS, checks, layout, normalize
+from ..ops import LOWERINGS, layout, normalize, protocol
 from ..ops.checks import CheckedCall
-from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
-from ..ops.protocol import (ArgKind, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
-                            arg_kind, fresh_storage, wrap)
+from ..ops.dtypes import UnsupportedDtype, to_numpy_dtype
+from ..ops.protocol import (FreshOutput, Plan, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
+                            call_lowering, fresh_storage, typed)
+from ..ops.specs import spec_for
 from ..runtime import config, devices, executables, profiling, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
 from . import artifacts
@@ -41,8 +42,7 @@ aten = torch.ops.aten
 CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
 
 _TOKEN = object()  # an effect token (AOTAutograd orders side-effecting ops with them)
-# what every graph key starts with; then the graph's structure digest and its input signature
-_PROCESS = ("graph", "platform", config.platform(), "value_checks", checks.ENABLED)
+GRAPH = "graph"  # the cache namespace of graph executables: the value is the structure digest, then the input signature
 
 # Operations on Python ints (sizes) that a static graph may still carry
 _PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
@@ -147,8 +147,7 @@ class _CallInputs:
         self.offsets = np.array(offsets, np.int64)
         self.buffers = self.storages.buffers()
         sig.append(StorageInputs.state(self.buffers))
-        sig.append(device.index)
-        self.sig = tuple(sig)
+        self.sig = tuple(sig)  # the input signature (the device is the key's own field)
 
     def arrays(self) -> list:
         """The executable's inputs, but for a random graph's draw: buffers, then the offsets."""
@@ -198,22 +197,16 @@ class GraphProgram:
         metrics.graph_executed(self.name)
         self.host_failures.clear()
         try:
-            executables.note_workspace(exe.fn, device.index)
-        except torch.OutOfMemoryError as e:
-            raise torch.OutOfMemoryError(f"graph {self.name}: {e}") from None
-        try:
             with profiling.range(self.range_name):
-                outs = profiling.launch(profiling.RECORD_GRAPH, self.name, device.index, exe.fn, arrays)
-        except Exception as e:
+                outs = executables.launch(exe.fn, arrays, f"graph {self.name}", device.index,
+                                          (profiling.RECORD_GRAPH, self.name), NEFFExecutionError)
+        except Exception:
             if self.host_failures:  # an op run on the host raised: name it, with its own error
                 node, err = self.host_failures.pop()
                 raise NEFFExecutionError(
                     f"graph {self.name}: op {node.target} (node '{node.name}'): {type(err).__name__}: {err}"
                 ) from err
-            oom = storage.out_of_memory_error(device.index, f"graph {self.name}", e)
-            if oom is not None:
-                raise oom from e
-            raise NEFFExecutionError(f"graph {self.name}: the executable failed: {type(e).__name__}: {e}") from e
+            raise
         if outs:
             streams.launched(device.index, outs[0])
         try:
@@ -230,7 +223,7 @@ class GraphProgram:
     def on_device(self, ph, a: torch.Tensor, device) -> torch.Tensor:
         """Input `a` for placeholder `ph` as a neuron tensor on `device` (a CPU input is copied)."""
         if a.device.type != "neuron":
-            if os.environ.get(CPU_INPUTS_ENV, "copy").lower() == "error":
+            if config.settings.cpu_inputs == "error":
                 raise NEFFExecutionError(
                     f"graph {self.name}: input '{ph.name}' is on {a.device}, not on neuron "
                     f"({CPU_INPUTS_ENV}=error forbids copying it): move it with .to('neuron')"
@@ -252,7 +245,7 @@ class GraphProgram:
                     exe = self.unshared[sig] = self._compile(inputs, device, self._reason(sig))
                 self.signatures.add(sig)
             return exe
-        key = (_PROCESS, self.structure) + sig
+        key = Key(GRAPH, (self.structure,) + sig, device.index)
         store = cache.executable_cache()
         exe = store.get(key)
         if exe is not None:
@@ -262,17 +255,13 @@ class GraphProgram:
                 metrics.graph_reused(self.name)
                 self.signatures.add(sig)
             return exe
-        with store.compiling("graph", key):  # other processes compiling this key wait for it
-            found = store.load("graph", self.name, key)
-            if found is not None:
-                exe = _Executable(found.executable, found.meta, key[:-1])
-                nbytes = found.nbytes
-                metrics.graph_loaded(self.name)
-            else:
-                with profiling.range(f"neuron::compile_graph {self.name}"):
-                    exe = self._compile(inputs, device, self._reason(sig))
-                nbytes = store.save("graph", self.name, key, exe.meta, exe.fn)
-        store.put(key, exe, nbytes)
+
+        def build():
+            with profiling.range(f"neuron::compile_graph {self.name}"):
+                exe = self._compile(inputs, device, self._reason(sig))
+            return Built(exe, exe.fn, exe.meta)
+
+        exe = store.acquire(key, self.name, build, lambda found: _Executable(found.executable, found.meta))
         self.signatures.add(sig)
         return exe
 
@@ -306,7 +295,7 @@ class GraphProgram:
         except Exception as e:
             raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - start
-        exe = _Executable(fn, tracer.meta(), (_PROCESS, self.structure) + inputs.sig[:-1])
+        exe = _Executable(fn, tracer.meta())
         metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason, tracer.fallbacks)
         artifacts.save(self.name, len(self.signatures), self.gm, lowered)
         return exe
@@ -314,13 +303,13 @@ class GraphProgram:
 
 def clear_cache() -> None:
     """Forget every compiled graph executable this process holds (the disk cache keeps its entries)."""
-    cache.clear_memory(keep=lambda key: key[0] is not _PROCESS)
+    cache.clear_memory(keep=lambda key: key.namespace != GRAPH)
 
 
 def compiled_keys() -> list[tuple]:
     """The value key of every graph executable this process holds (a graph with a constant that
     cannot be read has none: it is never shared)."""
-    return [key[:-1] for key in cache.executable_cache().memory.keys() if key[0] is _PROCESS]
+    return [key.value for key in cache.executable_cache().memory.keys() if key.namespace == GRAPH]
 
 
 _NEURON_DEVICE = re.compile(r"device\(type='neuron', index=\d+\)")
@@ -353,7 +342,7 @@ def structure_digest(gm) -> str | None:
 
 def _describe_sig(sig) -> str:
     parts = []
-    for s in sig[:-2]:
+    for s in sig[:-1]:
         if s is None:
             continue
         if isinstance(s, tuple) and s and s[0] == "static":
@@ -363,74 +352,34 @@ def _describe_sig(sig) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-class FreshOutput(NamedTuple):
-    """A new tensor a graph returns, as its fake value describes it."""
-
-    sizes: tuple
-    strides: tuple
-    dtype: torch.dtype
-    is_neg: bool
-    is_conj: bool
-    on_cpu: bool
-
-
 class GraphMeta(NamedTuple):
     """What an executable's caller needs besides the executable (kept beside it in the disk cache)."""
 
-    fresh: list  # a FreshOutput per fresh output
-    returns: list  # a Return per graph output
-    write_slots: list  # storages the graph writes, in output order
-    checks: list  # (op, node name, error type, message) of each value check
+    plan: Plan  # the fresh outputs, returns, storages written and value checks
     post_checks: list  # (node name, api name, is_matrix) of each linalg error code returned
 
 
 class _Executable:
-    def __init__(self, fn, meta: GraphMeta, key):
+    def __init__(self, fn, meta: GraphMeta):
         self.fn = fn
         self.meta = meta
-        self.key = key  # the value key: platform, graph structure, input layouts and storage states
-        self.fresh, self.returns, self.write_slots, self.checks, self.post_checks = meta
 
     def finish(self, program, args, inputs: _CallInputs, outs, device):
-        n_fresh = len(self.fresh)
-        fresh = outs[:n_fresh]
-        rest = outs[n_fresh:]
-        inputs.storages.store(self.write_slots, rest[: len(self.write_slots)])
-        rest = rest[len(self.write_slots):]
-        for i, t in enumerate(inputs.tensors):  # a CPU input the graph mutated gets its new values
-            if t is not None and t is not args[i] and inputs.layouts[i].slot in self.write_slots:
-                args[i].copy_(t)
-        for (node_name, api_name, is_matrix), info in zip(self.post_checks, rest):
-            host = np.asarray(info)
-            if host.any():
-                try:
-                    aten._linalg_check_errors(torch.from_numpy(host.astype(np.int32)), api_name, is_matrix=is_matrix)
-                except RuntimeError as e:
-                    raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node_name}'): {e}") from e
-        if self.checks:
-            failed = checks.first_failure(outs[-1], [((op, name), (error, message)) for op, name, error, message in self.checks])
-            if failed is not None:
-                (op, node_name), (error, message) = failed
-                raise NEFFExecutionError(
-                    f"graph {program.name}: op {op} (node '{node_name}'): {error.__name__}: {message}"
-                )
-        results = []
-        for kind, what in self.returns:
-            if kind == ReturnKind.FRESH:
-                out = self.fresh[what]
-                t = wrap(fresh[what], out.sizes, out.strides, out.dtype, device)
-                if out.is_neg:
-                    t = torch._neg_view(t)
-                if out.is_conj:
-                    t = torch._conj(t)
-                if out.on_cpu:
-                    t = t.cpu()
-                results.append(t)
-            elif kind == ReturnKind.ARGUMENT:
-                results.append(args[what])
-            else:
-                results.append(what)
-        return results
+        plan, post_checks = self.meta
+
+        def own_outputs(infos):
+            for i, t in enumerate(inputs.tensors):  # a CPU input the graph mutated gets its new values
+                if t is not None and t is not args[i] and inputs.layouts[i].slot in plan.write_slots:
+                    args[i].copy_(t)
+            for (node_name, api_name, is_matrix), info in zip(post_checks, infos):
+                host = np.asarray(info)
+                if host.any():
+                    try:
+                        aten._linalg_check_errors(torch.from_numpy(host.astype(np.int32)), api_name, is_matrix=is_matrix)
+                    except RuntimeError as e:
+                        raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node_name}'): {e}") from e
+
+        return protocol.finish(plan, outs, inputs.storages, args.__getitem__, device, own_outputs)
 
 
 class _Tracer:
@@ -450,9 +399,10 @@ class _Tracer:
 
     def meta(self) -> GraphMeta:
         """What tracing learned, as plain values (it outlives the graph, in the disk cache)."""
-        return GraphMeta(list(self.fresh), list(self.returns), list(self.write_slots),
-                         [(str(node.target), node.name, error, message) for node, error, message in self.checks],
-                         [(node.name, api, is_matrix) for node, _info, api, is_matrix in self.post_checks])
+        checks = [(NEFFExecutionError, f"graph {self.program.name}: op {node.target} (node '{node.name}'): "
+                                       f"{error.__name__}: {message}") for node, error, message in self.checks]
+        plan = Plan(list(self.fresh), list(self.returns), list(self.write_slots), checks)
+        return GraphMeta(plan, [(node.name, api, is_matrix) for node, _info, api, is_matrix in self.post_checks])
 
     def run(self, *flat):
         program, inputs = self.program, self.inputs
@@ -491,7 +441,7 @@ class _Tracer:
             if node.target is aten.copy_.default and node.args[0].op == "placeholder":
                 dst = node.args[0]
                 meta = dst.meta["val"]
-                value = cast(jnp.broadcast_to(env[node.args[1]], tuple(meta.shape)), to_numpy_dtype(meta.dtype))
+                value = typed(jnp.broadcast_to(env[node.args[1]], tuple(meta.shape)), meta.dtype, meta.shape)
                 storages.write(inputs.layouts[index_of[dst]], value, offsets[offset_of[index_of[dst]]])
                 mutated.add(index_of[dst])
                 env[node] = value
@@ -512,7 +462,7 @@ class _Tracer:
                     self.returns.append(Return(ReturnKind.ARGUMENT, index_of[out]))
                     continue
                 fake = out.meta["val"]
-                r = cast(env[out], to_numpy_dtype(fake.dtype))
+                r = typed(env[out], fake.dtype, fake.shape)
                 # an output PyTorch returns as a lazy conjugate / negative view (ifft of a real input
                 # ends in _conj) gets that bit too (`finish`): its storage holds the values before it
                 if fake.is_conj():
@@ -580,17 +530,9 @@ class _Tracer:
             if target is torch.ops.prims.convert_element_type.default:
                 return _cast_one(args[0], val)
             return self._host_call(node, target, args, kwargs, val)
-        call_args = normalize(target, args, kwargs)
-        for i, (a, v) in enumerate(zip(target._schema.arguments, call_args)):
-            kind = arg_kind(a, lowering)
-            if kind == ArgKind.GENERATOR:
-                call_args[i] = key
-            elif kind in (ArgKind.SCALAR, ArgKind.TENSOR) and isinstance(v, (bool, int, float, complex)):
-                call_args[i] = jnp.asarray(v)  # weakly typed, as eager passes a Python scalar
-        if lowering.rng:
-            call_args.append(key)
-        results = lowering.fn(*call_args)
-        return _cast_like(results, val)
+        spec = spec_for(target)
+        outs = call_lowering(spec, list(args), dict(kwargs), key)
+        return _cast_like(outs[0] if spec.single_return else outs, val)
 
     def _with_effects(self, node, op, args, kwargs):
         """A side-effecting op, ordered by a token: (new token, *its results)."""
@@ -678,7 +620,4 @@ def _cast_like(results, val):
 def _cast_one(r, v):
     if not isinstance(v, torch.Tensor):
         return r
-    dtype = to_numpy_dtype(v.dtype)
-    if r is None:
-        return jnp.zeros(tuple(v.shape), dtype)
-    return cast(r, dtype)
+    return typed(r, v.dtype, v.shape)

@@ -19,16 +19,17 @@ import threading
 import torch
 
 from .. import cache, metrics
+from ..cache import Key
 from .graph import structure_digest
 from .split import program_for
 
-KIND = "aot"
+KIND = "aot"  # the cache namespace of the records
 _TORCH_OPS = ("torch.ops.aten", "torch.ops.prims")
 _PLAIN_MODULES = ("_operator", "operator", "math", "builtins")
 _DEVICE_INDEX = re.compile(r"device\(type='neuron', index=(\d+)\)")
 
 
-def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
+def key_of(gm: torch.fx.GraphModule, example_inputs) -> Key | None:
     """The record key of Dynamo's graph `gm` called on `example_inputs`, or None when the graph
     does not qualify (see the module's docstring)."""
     if cache.executable_cache().disk is None:
@@ -60,8 +61,8 @@ def key_of(gm: torch.fx.GraphModule, example_inputs) -> tuple | None:
     # not show it: a factory call without a dtype takes the default dtype)
     state = (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
              _functorch_settings())
-    # the last item stands where executable keys hold the device index: a record is device-free
-    return ("aot", structure, devices, tuple(sig), state, 0)
+    # a record is device-free: the devices its code names are part of its value
+    return Key(KIND, (structure, devices, tuple(sig), state), None)
 
 
 def _functorch_settings() -> str:
@@ -116,7 +117,7 @@ def _store(key: tuple, aten_graph: torch.fx.GraphModule, name: str) -> bool:
         body = GraphPickler.dumps(aten_graph, Options(ops_filter=lambda op: op.startswith(_TORCH_OPS)))
     except Exception:  # an op or a value GraphPickler refuses: AOTAutograd runs again next time
         return False
-    return cache.executable_cache().save_record(KIND, name, key, body)
+    return cache.executable_cache().save_record(key, name, body)
 
 
 def finish_records() -> None:
@@ -151,7 +152,7 @@ def _wrapper_does_nothing(aten_graph) -> bool:
 
 def load(key: tuple, name: str, reason: str | None):
     """The backend's callable for `key` made from a stored ATen graph, or None on a miss."""
-    body = cache.executable_cache().load_record(KIND, f"{name}_inference", key)
+    body = cache.executable_cache().load_record(key, f"{name}_inference")
     if body is None:
         return None
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -161,7 +162,7 @@ def load(key: tuple, name: str, reason: str | None):
         aten_graph = GraphPickler.loads(body, FakeTensorMode())
         program = program_for(aten_graph, f"{name}_inference", "inference", reason)
     except Exception:  # written by a torch that pickled differently: run AOTAutograd again
-        cache.executable_cache().remove_record(KIND, key)
+        cache.executable_cache().remove_record(key)
         return None
     metrics.aot_autograd_skipped(program.name)
 

@@ -14,7 +14,7 @@ from ..ops.protocol import wrap_contiguous
 from ..runtime import storage, streams, transfer
 from ..runtime.lazy_jax import jnp
 from . import executor
-from .specs import spec_for
+from ..ops.specs import spec_for
 
 aten = torch.ops.aten
 
@@ -24,12 +24,12 @@ def device_flat(t: torch.Tensor):
     storage.sync("device read")
     key = storage.whole_storage_key(t)
     if key:
-        buf = storage.BUFFERS.get(key)
+        buf = storage.buffer(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
             return buf
     c = executor.run(spec_for(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
     storage.sync("device read")  # the clone may be queued (eager fusion)
-    buf = storage.BUFFERS.get(storage.storage_key(c))
+    buf = storage.buffer(storage.storage_key(c))
     if buf is None:  # nothing was ever written: zeros
         return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))
     return buf
@@ -75,7 +75,7 @@ def _host_values(t: torch.Tensor):
     the CPU platform) when they can be read without a launch; else None. Waits for the buffer."""
     storage.sync("host read")
     key, nbytes, sizes, strides, offset = storage.tensor_layout(t)
-    buf = storage.BUFFERS.get(key)
+    buf = storage.buffer(key)
     if buf is None:  # never written: zeros, made on the device (device_flat)
         return None
     esize = t.element_size()
@@ -103,7 +103,7 @@ def copy_into(dst: torch.Tensor, arr) -> None:
     storage.apply_events()
     key = storage.whole_storage_key(dst)
     if key:
-        storage.BUFFERS[key] = arr
+        storage.set_buffer(key, arr)
         streams.launched(dst.device.index, arr)  # a transfer is work on the current stream too
         return
     tmp = wrap_contiguous(arr, dst.shape, dst.dtype, dst.device)

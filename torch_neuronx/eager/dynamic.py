@@ -14,7 +14,7 @@ from .. import metrics
 from ..ops.protocol import wrap_contiguous
 from . import executor
 from .buffers import device_array, to_host
-from .specs import spec_for
+from ..ops.specs import spec_for
 
 aten = torch.ops.aten
 

@@ -1,58 +1,60 @@
-"""The eager executor: one ATen call on neuron tensors -> one cached XLA executable -> one launch.
+"""The eager executor: one ATen call on neuron tensors -> its traced program, queued into a fused run
+(the default, `fusion`) or, with fusion off, one cached XLA executable and one launch.
 
-A call's key is a plain value (see ARCHITECTURE.md): the platform, the op's name, per argument its
-tensor layout (storage slot, dtype, sizes, strides, offset, storage size, lazy bits), static value
-or scalar type, what each storage holds now, the default dtype, and last the device index (left
-out of `value_key`, the part that names the executable anywhere). The program reads every input
-view out of its storage buffer, runs the op's lowering, casts each result to the dtype PyTorch's
-meta kernel gives, and returns the new storage buffers: fresh ones for new tensors and updated
-ones for storages the op writes (in-place and out= ops, whose old buffers are donated). So reading
-a view and writing through one happen inside the op's executable (`ops.protocol`).
+A call's key is a `cache.Key` (see ARCHITECTURE.md): namespace "op"; as its value the op's name,
+per argument its tensor layout (storage slot, dtype, sizes, strides, offset, storage size, lazy bits),
+static value or scalar type, what each storage holds now and the default dtype; and the device index.
+The program reads every input view out of its storage buffer, calls the op's lowering
+(`protocol.call_lowering`), casts each result to the dtype PyTorch's meta kernel gives, and returns the
+new storage buffers: fresh ones for new tensors and updated ones for storages the op writes (in-place
+and out= ops, whose old buffers are donated). So reading a view and writing through one happen inside
+the op's executable (`ops.protocol`), and its outputs become the call's results through the one
+`protocol.finish`.
 
 On a cache miss the op runs once on meta tensors of the same layout: that gives PyTorch's own
 shape checks and error messages, its result dtypes and its output strides; then its program is
-traced to a jaxpr. With eager fusion on (`fusion`), a traced op is queued, not compiled: its jaxpr
-is replayed inside its run's executable (an op with value checks ends its run), and what the meta
-call gave is stored on disk (a `plan` record), so a new process traces the op without a meta call.
-Otherwise its executable is compiled from the jaxpr (and stored on disk).
+traced to a jaxpr. With eager fusion on (the default, `fusion`), a traced op is queued, not compiled:
+its jaxpr is replayed inside its run's executable (an op with value checks ends its run), and what the
+meta call gave is stored on disk (a `plan` record), so a new process traces the op without a meta
+call. With fusion off, its executable is compiled from the jaxpr (and stored on disk); either way the
+entry is got through the one `ExecutableCache.acquire`.
 """
 from __future__ import annotations
 
 import pickle
 import threading
-import time
 
-import numpy as np
 import torch
 
 from .. import metrics
-from ..cache import clear_memory, executable_cache
-from ..ops import argument_checks, checks, normalize
-from ..ops.cpu_messages import named
+from ..cache import Built, Key, clear_memory, executable_cache
+from ..ops import argument_checks, protocol
 from ..ops.checks import CheckedCall
-from ..ops.dtypes import UnsupportedDtype, cast, to_numpy_dtype
-from ..ops.protocol import (NUMBER_TYPES, ArgKind, Return, ReturnKind, StorageInputs, StorageProgram,
-                            TensorLayout, fresh_storage)
-from ..runtime import config, devices, executables, profiling, rng, storage, streams
-from ..runtime.lazy_jax import jax, jnp
+from ..ops.cpu_messages import named
+from ..ops.dtypes import UnsupportedDtype
+from ..ops.protocol import (NUMBER_TYPES, ArgKind, FreshOutput, Plan, Return, ReturnKind, StorageInputs,
+                            StorageProgram, call_lowering, fresh_storage, typed)
+from ..ops.specs import OpSpec, spec_for
+from ..runtime import devices, executables, profiling, rng, storage, streams
+from ..runtime.lazy_jax import jax
 from . import fusion, host_draws
-from .specs import OpSpec
 
 _Tensor = torch.Tensor
 _tensor_info = storage.tensor_info
-_BUFFERS = storage.BUFFERS
+_buffers_of = storage.buffers_of
 _storage_key = storage.storage_key
 _empty_strided = torch.empty_strided
 _new_tuple = tuple.__new__
 _default_dtype = torch.get_default_dtype
 _pending_events = storage.pending_events
+_has_queued = storage.has_queued
 _fusion_on = fusion.enabled
 _executed = metrics.executed_counts()
 _profiler_on = profiling.active
+_launch = executables.launch
 _STATIC, _SCALAR, _GENERATOR, _TENSOR = ArgKind.STATIC, ArgKind.SCALAR, ArgKind.GENERATOR, ArgKind.TENSOR
 _FRESH, _ARGUMENT = ReturnKind.FRESH, ReturnKind.ARGUMENT
-# what every key of this process starts with: the platform and whether value checks are compiled in
-_PROCESS = ("platform", config.platform(), "value_checks", checks.ENABLED)
+OP = "op"  # the cache namespace of eager ops' executables
 
 
 class DeviceMismatch(RuntimeError):
@@ -60,20 +62,20 @@ class DeviceMismatch(RuntimeError):
 
 
 class Entry:
-    """One signature: its executable and how its outputs become the call's results (what the disk
-    cache keeps beside the executable: `meta`), and its traced jaxpr where it was traced in this
+    """One signature: its executable and its `Plan` (how its outputs become the call's results: what
+    the disk cache keeps beside the executable), and its traced jaxpr where it was traced in this
     process (what a fused run replays). `fn` is None until the op first runs on its own."""
 
-    __slots__ = ("fn", "fresh", "returns", "write_slots", "device", "checks", "key", "jaxpr", "out_avals")
+    __slots__ = ("fn", "plan", "fresh", "write_slots", "checks", "device", "key", "name", "jaxpr", "out_avals")
 
-    def __init__(self, fn, fresh, returns, write_slots, checks, device, key, jaxpr=None):
+    def __init__(self, fn, plan: Plan, device, key: Key, name: str, jaxpr=None):
         self.fn = fn
-        self.fresh = fresh  # (sizes, strides, dtype) of each fresh output
-        self.returns = returns  # a `Return` per schema return
-        self.write_slots = write_slots  # the slots of the storages written, in output order
-        self.checks = checks  # (error type, message) of each value check the program computes
+        self.plan = plan
+        # the plan's parts the hot path reads
+        self.fresh, self.write_slots, self.checks = plan.fresh, plan.write_slots, plan.checks
         self.device = device
-        self.key = key  # the value key
+        self.key = key
+        self.name = name  # the op's name
         self.set_jaxpr(jaxpr)
 
     def set_jaxpr(self, jaxpr) -> None:
@@ -81,19 +83,12 @@ class Entry:
         # each output buffer's (shape, dtype): what a queued op's Pending buffers say
         self.out_avals = None if jaxpr is None else [(tuple(a.shape), a.dtype) for a in jaxpr.out_avals]
 
-    def meta(self) -> tuple:
-        return (self.fresh, self.returns, self.write_slots, self.checks)
 
 
 def clear_cache() -> None:
     """Forget this process's eager executables (the disk cache keeps its entries)."""
     fusion.flush("cache cleared")
-    clear_memory(keep=lambda key: key[0] is not _PROCESS and key[0] is not fusion.RUN)
-
-
-def value_key(key: tuple) -> tuple:
-    """A call key without its device index: what names the executable in any process."""
-    return key[:-1]
+    clear_memory(keep=lambda key: key.namespace not in (OP, fusion.RUN))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,7 +111,7 @@ class _Call(StorageInputs):
     __slots__ = ("tensors", "layouts", "scalars", "device")
 
     def __init__(self):
-        self.slots, self.keys, self.nbytes = {}, [], []  # StorageInputs' own fields, set here (hot path)
+        StorageInputs.__init__(self)
         self.tensors = []  # neuron tensors, in argument order
         self.layouts = []  # their TensorLayouts
         self.scalars = []  # traced values: Python numbers, and _Draws for generators
@@ -138,15 +133,7 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
         if call.device is not None:
             _raise_mismatch(call, t.device, name)
         call.device = index
-    # StorageInputs.layout, written out: this runs for every tensor of every call
-    slot = call.slots.get(key) if key else None
-    if slot is None:
-        slot = len(call.keys)
-        if key:
-            call.slots[key] = slot
-        call.keys.append(key)
-        call.nbytes.append(nbytes)
-    sig = _new_tuple(TensorLayout, (slot, dtype, sizes, strides, offset, nbytes, lazy))
+    sig = call.layout(key, nbytes, sizes, strides, offset, dtype, lazy)
     call.tensors.append(t)
     call.layouts.append(sig)
     return sig
@@ -194,12 +181,12 @@ def _default_device(spec: OpSpec, kwargs) -> int:
     return dev.index
 
 
-def _describe(spec: OpSpec, args: tuple, kwargs: dict):
+def _call_and_key(spec: OpSpec, args: tuple, kwargs: dict):
     """The call's flattened inputs, its storages' buffers, and its key."""
     call = _Call()
     kinds = spec.kinds
     names = spec.arg_names
-    sig = [_PROCESS, spec.name]
+    sig = [spec.name]
     for i, a in enumerate(args):
         if isinstance(a, _Tensor):
             sig.append(_tensor_sig(call, a, names[i]))
@@ -215,21 +202,17 @@ def _describe(spec: OpSpec, args: tuple, kwargs: dict):
         sig.append(_GENERATOR)
     if call.device is None:
         call.device = _default_device(spec, kwargs)
-    # StorageInputs.buffers() and .state(), written out: this runs on every call
-    get = _BUFFERS.get
-    buffers = [get(k) if k else None for k in call.keys]
-    sig.append(tuple([None if b is None else (b.shape[0], b.dtype) for b in buffers]))
+    buffers = _buffers_of(call.keys)
+    sig.append(StorageInputs.state(buffers))
     # what a factory without dtype= makes, and what an integer tensor times a Python float gives
     sig.append(_default_dtype())
-    sig.append(call.device)
-    return call, buffers, tuple(sig)
+    return call, buffers, _new_tuple(Key, (OP, tuple(sig), call.device))
 
 
 def call_key(op, args: tuple, kwargs: dict) -> tuple:
-    """The value key of calling `op` (an overload with a neuron kernel) on these arguments."""
-    from .specs import spec_for
-
-    return value_key(_describe(spec_for(op), args, kwargs)[2])
+    """The value key of calling `op` (an overload with a neuron kernel) on these arguments: what
+    names its executable in any process, on any device."""
+    return _call_and_key(spec_for(op), args, kwargs)[2].value
 
 
 def run(spec: OpSpec, args: tuple, kwargs: dict):
@@ -240,7 +223,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     if spec.checks_every_call:
         argument_checks.check(spec.op, args, kwargs)
     try:
-        call, buffers, key = _describe(spec, args, kwargs)
+        call, buffers, key = _call_and_key(spec, args, kwargs)
     except DeviceMismatch:
         gen = host_draws.neuron_generator(spec, args, kwargs)
         if gen is None:
@@ -248,8 +231,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         return host_draws.run(spec, args, kwargs, gen)  # CPU tensors, a neuron generator's numbers
     entry = executable_cache().get(key)
     if entry is None:
-        metrics.cache_miss(spec.name)
-        entry = _load_or_compile(spec, args, kwargs, call, buffers, key)
+        entry = _acquire(spec, args, kwargs, call, buffers, key)
         if entry is None:  # out= tensors were resized: describe the call again
             return run(spec, args, kwargs)
     _executed[spec.name] += 1
@@ -258,36 +240,22 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             if not _trace_into(spec, args, kwargs, call, buffers, entry, key):
                 return run(spec, args, kwargs)
         return _enqueue(spec, args, kwargs, call, entry)
-    if storage.queued is not None:  # an op on its own: what is queued runs first
-        storage.queued(f"unfused op {spec.name}")
-        get = _BUFFERS.get
-        buffers = [get(k) if k else None for k in call.keys]
+    if _has_queued():  # an op on its own: what is queued runs first
+        storage.flush_queued(f"unfused op {spec.name}")
+        buffers = _buffers_of(call.keys)
     if entry.fn is None:
         entry.fn = _compile_entry(spec, entry, call, buffers)
     inputs = [b for b in buffers if b is not None]
     device = call.device
     _add_scalar_inputs(call, inputs)
-    try:
-        executables.note_workspace(entry.fn, device)
-        if _profiler_on():
-            outs = profiling.launch(profiling.RECORD_OP, spec.name, device, entry.fn, inputs)
-        else:
-            outs = entry.fn(*inputs)
-    except Exception as e:  # the launch failed (out of memory): say which op, as PyTorch does
-        raise storage.launch_error(spec.name, device, e) from e
+    outs = _launch(entry.fn, inputs, spec.name, device, (profiling.RECORD_OP, spec.name) if _profiler_on() else None)
     if outs:
         streams.launched(device, outs[0])
-    if entry.checks:
-        failed = checks.first_failure(outs[-1], entry.checks)  # waits for the device
-        outs = outs[:-1]
-        if failed is not None:
-            call.store(entry.write_slots, outs[len(entry.fresh):])
-            error, message = failed
-            raise error(f"{spec.name}: {message}")
     try:
-        return _finish(spec, args, kwargs, call, entry, outs)
+        values = protocol.finish(entry.plan, outs, call, lambda name: spec.arg_value(args, kwargs, name), entry.device)
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
+    return values[0] if spec.single_return else tuple(values)
 
 
 def _add_scalar_inputs(call, inputs: list) -> None:
@@ -306,26 +274,12 @@ def _enqueue(spec, args, kwargs, call, entry):
     scalars = []
     _add_scalar_inputs(call, scalars)
     try:
-        fresh = [_empty_strided(sizes, strides, dtype=dtype, device=entry.device) for sizes, strides, dtype in entry.fresh]
+        fresh = [_empty_strided(f.sizes, f.strides, dtype=f.dtype, device=entry.device) for f in entry.fresh]
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
         raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
     fusion.enqueue(spec, call, entry, scalars, [_storage_key(t) for t in fresh])
-    return _results(spec, args, kwargs, entry, fresh)
-
-
-def _results(spec, args, kwargs, entry, fresh):
-    """The call's return value, given its fresh result tensors."""
-    results = []
-    for kind, what in entry.returns:
-        if kind == _FRESH:
-            results.append([fresh[i] for i in what] if type(what) is list else fresh[what])  # Tensor[] or Tensor
-        elif kind == _ARGUMENT:
-            results.append(spec.arg_value(args, kwargs, what))
-        else:
-            results.append(what)
-    if spec.single_return:
-        return results[0]
-    return tuple(results)
+    values = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
+    return values[0] if spec.single_return else tuple(values)
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a
@@ -343,20 +297,6 @@ def _scalar_array(value, device: int):
     arr = devices.put(value, device)
     _scalar_arrays[(device, type(value), value)] = arr
     return arr
-
-
-def _finish(spec, args, kwargs, call, entry, outs):
-    n_fresh = len(entry.fresh)
-    if entry.write_slots:
-        call.store(entry.write_slots, outs[n_fresh:])
-    fresh = []
-    for (sizes, strides, dtype), buf in zip(entry.fresh, outs[:n_fresh]):
-        t = _empty_strided(sizes, strides, dtype=dtype, device=entry.device)  # `wrap`, written out (hot path)
-        k = _storage_key(t)
-        if k:
-            _BUFFERS[k] = buf
-        fresh.append(t)
-    return _results(spec, args, kwargs, entry, fresh)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -470,7 +410,7 @@ class _OutputPlan:
                 self.write_slots.append(lay.slot)
         self.written_types = written_types
         # the dtype and shape PyTorch gives each program output: fresh tensors, then written arguments
-        self.out_types = [(f[2], f[0]) for f in fresh] + list(written_types)
+        self.out_types = [(f.dtype, f.sizes) for f in fresh] + list(written_types)
 
     @classmethod
     def from_meta(cls, spec, args, kwargs, call, margs, mkwargs, mout):
@@ -481,10 +421,10 @@ class _OutputPlan:
                 returns.append(Return(ReturnKind.ARGUMENT, ret))
             elif isinstance(m, _Tensor):
                 returns.append(Return(ReturnKind.FRESH, len(fresh)))
-                fresh.append((tuple(m.shape), tuple(m.stride()), m.dtype))
+                fresh.append(FreshOutput(tuple(m.shape), tuple(m.stride()), m.dtype))
             elif isinstance(m, list) and all(isinstance(x, _Tensor) for x in m):
                 returns.append(Return(ReturnKind.FRESH, list(range(len(fresh), len(fresh) + len(m)))))
-                fresh.extend((tuple(x.shape), tuple(x.stride()), x.dtype) for x in m)
+                fresh.extend(FreshOutput(tuple(x.shape), tuple(x.stride()), x.dtype) for x in m)
             elif m is None or isinstance(m, (int, float, bool)):
                 returns.append(Return(ReturnKind.CONSTANT, m))
             else:
@@ -513,9 +453,6 @@ class _OpProgram:
         self.plan = plan
         self.present = [b is not None for b in buffers]
         self.is_draw = [type(s) is _Draw for s in call.scalars]
-        gen = spec.generator
-        self.add_generator = gen is not None and gen[0] >= len(args) and gen[1] not in kwargs
-        self.drop = set(spec.out_names) if spec.functional is not spec.op else set()
         self.checks = []
 
     def __call__(self, *inputs):
@@ -523,14 +460,20 @@ class _OpProgram:
         n_present = sum(self.present)
         bufs = iter(inputs[:n_present])
         storages = StorageProgram(call.nbytes, [next(bufs) if p else None for p in self.present])
-        scalars = iter([rng.prng_key(s) if d else s for s, d in zip(inputs[n_present:], self.is_draw)])
+        # the call's traced numbers in order; its generator draw (at most one) becomes the PRNG key
+        numbers, key = [], None
+        for value, is_draw in zip(inputs[n_present:], self.is_draw):
+            if is_draw:
+                key = rng.prng_key(value)
+            else:
+                numbers.append(value)
         values = iter([storages.read(lay) for lay in call.layouts])
-        call_args = self._lowering_args(values, scalars)
+        args, kwargs = self._traced_arguments(values, iter(numbers))
         with CheckedCall() as checked:
-            results = spec.lowering.fn(*call_args)
-        self.checks = checked.described()
+            results = call_lowering(spec, args, kwargs, key)
+        self.checks = [(error, f"{spec.name}: {message}") for error, message in checked.described()]
         results = self._typed(results)
-        out = [fresh_storage(r, sizes, strides) for (sizes, strides, _d), r in zip(plan.fresh, results)]
+        out = [fresh_storage(r, f.sizes, f.strides) for f, r in zip(plan.fresh, results)]
         for lay, r in zip(plan.written, results[len(plan.fresh):]):
             storages.write(lay, r)
         out += storages.written(plan.write_slots)
@@ -538,87 +481,68 @@ class _OpProgram:
             out.append(checked.failure_flags())
         return tuple(out)
 
-    def _lowering_args(self, values, scalars):
+    def _traced_arguments(self, values, numbers):
+        """The call's arguments with each neuron tensor replaced by its traced value and each traced
+        number (a Python number, a 0-dim CPU tensor) by its traced input."""
         spec = self.spec
 
         def rebuild(v, kind):
             if isinstance(v, _Tensor):
-                return next(scalars) if v.device.type != "neuron" else next(values)
+                return next(numbers) if v.device.type != "neuron" else next(values)
             if kind == _SCALAR or (kind == _TENSOR and type(v) in NUMBER_TYPES):
-                return None if v is None else next(scalars)
-            if kind == _GENERATOR:
-                return next(scalars)
+                return None if v is None else next(numbers)
             if isinstance(v, (list, tuple)) and any(isinstance(x, _Tensor) for x in v):
                 return [rebuild(x, _STATIC) if isinstance(x, _Tensor) else x for x in v]
-            return v
+            return v  # a Generator's place is filled by call_lowering
 
-        pargs = [rebuild(a, spec.kinds[i]) for i, a in enumerate(self.args)]
-        pkwargs = {}
-        for name, v in self.kwargs.items():
-            r = rebuild(v, spec.kind_by_name[name])
-            if name not in self.drop:
-                pkwargs[name] = r
-        pargs = [a for i, a in enumerate(pargs) if spec.arg_names[i] not in self.drop]
-        if self.add_generator:
-            pkwargs[spec.generator[1]] = next(scalars)
-        call_args = normalize(spec.functional, pargs, pkwargs)
-        if spec.rng_key:
-            call_args.append(next(scalars))
-        return call_args
+        args = [rebuild(a, spec.kinds[i]) for i, a in enumerate(self.args)]
+        kwargs = {name: rebuild(v, spec.kind_by_name[name]) for name, v in self.kwargs.items()}
+        return args, kwargs
 
     def _typed(self, results):
-        """The program outputs the plan takes, each in the dtype meta gives (a lowering may skip an
-        output nobody asked for, a gradient masked off: zeros, as meta says)."""
-        if not isinstance(results, (tuple, list)) or self.spec.list_return:
-            results = (results,)
+        """The program outputs the plan takes, each in the dtype meta gives."""
         wanted = max((i for i, _j in self.plan.take), default=-1)
         if len(results) <= wanted:
             raise RuntimeError(f"lowering of {self.spec.functional} returned {len(results)} values, {wanted + 1} expected")
         taken = [results[i] if j is None else results[i][j] for i, j in self.plan.take]
-        return [
-            jnp.zeros(shape, to_numpy_dtype(d)) if r is None else cast(r, to_numpy_dtype(d))
-            for r, (d, shape) in zip(taken, self.plan.out_types)
-        ]
+        return [typed(r, d, shape) for r, (d, shape) in zip(taken, self.plan.out_types)]
 
 
-def _load_or_compile(spec: OpSpec, args, kwargs, call: _Call, buffers, key):
-    """The entry of a signature this process does not hold. Under fusion: traced (its output plan
-    from the disk cache where another process learned it, else from a meta call; then its jaxpr),
-    no XLA. Otherwise from the disk cache (no meta call, no trace, no XLA: what was learned compiling
-    it came with it), else traced, compiled and stored there. None: out= tensors were resized
-    (describe the call again)."""
-    cache = executable_cache()
+def _acquire(spec: OpSpec, args, kwargs, call: _Call, buffers, key: Key):
+    """The entry of a signature this process does not hold (`ExecutableCache.acquire`). Under fusion:
+    traced (its output plan from the disk cache where another process learned it, else from a meta
+    call; then its jaxpr), no XLA, nothing on disk but the plan. Otherwise from the disk cache (no
+    meta call, no trace, no XLA: what was learned compiling it came with it), else traced, compiled and
+    stored there. None: out= tensors were resized (describe the call again)."""
     device = torch.device("neuron", call.device)
-    fuse = _fusion_on() and not _profiler_on()
-    if not fuse:
-        found = cache.load("op", spec.name, key)
-        if found is not None:
-            fresh, returns, write_slots, value_checks = found.meta
-            entry = Entry(found.executable, fresh, returns, write_slots, value_checks, device, value_key(key))
-            cache.put(key, entry, found.nbytes)
-            return entry
-    start = time.perf_counter()
-    with profiling.range(f"neuron::compile_op {spec.name}"):
-        traced = _trace(spec, args, kwargs, call, buffers, key if fuse else None)
-        if traced is None:
-            return None
-        plan, value_checks, jaxpr = traced
-        entry = Entry(None, plan.fresh, plan.returns, plan.write_slots, value_checks, device, value_key(key), jaxpr)
-        nbytes = 0
-        if not fuse:  # it runs on its own: its executable now
-            entry.fn = _compile_entry(spec, entry, call, buffers)
-            metrics.compiled(spec.name, time.perf_counter() - start)
-            nbytes = cache.save("op", spec.name, key, entry.meta(), entry.fn)
-    cache.put(key, entry, nbytes)
-    return entry
+    if _fusion_on() and not _profiler_on():
+        def trace_only():
+            with profiling.range(f"neuron::compile_op {spec.name}"):
+                traced = _trace(spec, args, kwargs, call, buffers, key)
+            return None if traced is None else Built(Entry(None, traced[0], device, key, spec.name, traced[1]))
+
+        return executable_cache().acquire(key, spec.name, trace_only)
+
+    def build():
+        with profiling.range(f"neuron::compile_op {spec.name}"):
+            traced = _trace(spec, args, kwargs, call, buffers)
+            if traced is None:
+                return None
+            entry = Entry(None, traced[0], device, key, spec.name, traced[1])
+            entry.fn = _compile_entry(spec, entry, call, buffers)  # it runs on its own: its executable now
+        return Built(entry, entry.fn, entry.plan)
+
+    def from_disk(found):
+        return Entry(found.executable, found.meta, device, key, spec.name)
+
+    return executable_cache().acquire(key, spec.name, build, from_disk)
 
 
-PLAN = "plan"  # the disk cache's kind of an eager op's output plan (what its meta call gave)
+PLAN = "plan"  # the disk cache's namespace of an eager op's output plan (what its meta call gave)
 
 
 def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers, key=None):
-    """(output plan, value checks, closed jaxpr) of the call's program, or None when out= tensors
-    were resized. With the call's `key` (under fusion, where the plan is all a new process needs
+    """(the call's `Plan`, its closed jaxpr), or None when out= tensors were resized. With the call's `key` (under fusion, where the plan is all a new process needs
     before the run's executable loads), the plan comes from the disk cache where a process stored
     it, and one learned here from the meta call is stored there: so a warm process skips PyTorch's
     meta kernels, whose Python ones import torch._dynamo on their first call (a second or more)."""
@@ -639,8 +563,8 @@ def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers, key=None):
         raise _lowering_error(spec, call, e) from e
     if learned and key is not None:
         body = pickle.dumps(plan.learned(), protocol=pickle.HIGHEST_PROTOCOL)
-        executable_cache().save_record(PLAN, spec.name, key, body)
-    return plan, program.checks, jaxpr
+        executable_cache().save_record(key.on(PLAN), spec.name, body)
+    return Plan(plan.fresh, plan.returns, plan.write_slots, program.checks), jaxpr
 
 
 def _stored_plan(spec: OpSpec, args, kwargs, call: _Call, key):
@@ -648,7 +572,7 @@ def _stored_plan(spec: OpSpec, args, kwargs, call: _Call, key):
     call reads (each tensor's dtype and layout, static arguments, scalar types, the default dtype)
     and the package's sources, and a stored plan is one whose meta call passed, whose argument checks passed (those
     that read a Python number's value run on every call) and whose out= tensors needed no resize."""
-    body = executable_cache().load_record(PLAN, spec.name, key)
+    body = executable_cache().load_record(key.on(PLAN), spec.name)
     if body is None:
         return None
     try:
@@ -664,7 +588,7 @@ def _trace_into(spec: OpSpec, args, kwargs, call: _Call, buffers, entry: Entry, 
     traced = _trace(spec, args, kwargs, call, buffers, key)
     if traced is None:
         return False
-    entry.set_jaxpr(traced[2])
+    entry.set_jaxpr(traced[1])
     return True
 
 

@@ -11,9 +11,9 @@ op keeps its own lowering's numerics (the replay adds no arithmetic: values betw
 dtype each op's result has). Only the storages still alive when the run is launched come out of it;
 the rest never exist.
 
-A run's key is a value: per op, its value key and which of the run's storages each of its slots is
-(numbered in order of first use), then the storages that come out. The executable is cached like
-any other (memory, then disk, kind "run").
+A run's key is a `cache.Key` in namespace "run": per op, its value key and which of the run's storages
+each of its slots is (numbered in order of first use), then the storages that come out. The
+executable is got like any other (`ExecutableCache.acquire`: memory, then disk, else compiled).
 
 Off with TORCH_NEURONX_EAGER_FUSION=0, or while `torch.use_deterministic_algorithms(True)` is set
 (then every op is its own launch, as before); TORCH_NEURONX_EAGER_FUSION_MAX_OPS bounds a run.
@@ -21,41 +21,43 @@ Off with TORCH_NEURONX_EAGER_FUSION=0, or while `torch.use_deterministic_algorit
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-import time
 
 import torch
 
 from .. import metrics
-from ..cache import executable_cache, parse_count
-from ..ops import checks
-from ..runtime import devices, executables, storage, streams
+from ..cache import Built, Key, executable_cache
+from ..ops.protocol import raise_failed_check
+from ..runtime import config, devices, executables, storage, streams
 from ..runtime.lazy_jax import jax
 
 ENV = "TORCH_NEURONX_EAGER_FUSION"
 MAX_OPS_ENV = "TORCH_NEURONX_EAGER_FUSION_MAX_OPS"
-DEFAULT_MAX_OPS = 1024
+DEFAULT_MAX_OPS = config.default(MAX_OPS_ENV)
 SMALL_RUN = 32  # runs of at most this many ops compile with XLA's quick options (executables.compile_lowered)
 
 _Pending = storage.Pending
-_BUFFERS = storage.BUFFERS
+_buffer = storage.buffer
 _deterministic = torch.are_deterministic_algorithms_enabled
 _current_stream = streams.current_stream
+RUN = "run"  # the cache namespace of fused runs' executables
 
 
 def _read_settings():
-    on = os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-    text = os.environ.get(MAX_OPS_ENV, "").strip()
-    return on, parse_count(text, MAX_OPS_ENV, "ops") if text else DEFAULT_MAX_OPS
+    return config.settings.eager_fusion, config.settings.eager_fusion_max_ops
 
 
 _enabled, _max_ops = _read_settings()
+# `setting(on)` overrides the environment for the thread inside its block only: another thread's ops
+# keep queueing (or not) as its own settings say
+_local = threading.local()
 
 
 def enabled() -> bool:
-    """Whether eager ops are queued now (the environment, and no determinism request)."""
-    return _enabled and not _deterministic()
+    """Whether this thread's eager ops are queued now (the environment or this thread's `setting`,
+    and no determinism request)."""
+    on = getattr(_local, "on", None)
+    return (_enabled if on is None else on) and not _deterministic()
 
 
 def max_ops() -> int:
@@ -71,20 +73,34 @@ def reload_settings() -> None:
 
 @contextlib.contextmanager
 def setting(on: bool):
-    """Fusion on or off inside the block, whatever the environment says (what is queued runs first)."""
-    global _enabled
+    """Fusion on or off for this thread inside the block, whatever the environment says (what is
+    queued runs first)."""
     flush("settings")
-    before, _enabled = _enabled, on
+    before, _local.on = getattr(_local, "on", None), on
     try:
         yield
     finally:
         flush("settings")
-        _enabled = before
+        _local.on = before
 
 
 def disabled():
-    """Every eager op its own launch inside the block."""
+    """Every eager op of this thread its own launch inside the block."""
     return setting(False)
+
+
+class _Storage:
+    """One storage of the run: its key (0: none), what it holds now (a real buffer, a Pending one of
+    a queued op, or None), the real buffer it came in with (an input of the run's executable), and
+    whether a queued op writes it (its input is donated)."""
+
+    __slots__ = ("key", "buffer", "input", "written")
+
+    def __init__(self, key, buffer, input):
+        self.key = key
+        self.buffer = buffer
+        self.input = input
+        self.written = False
 
 
 class _Queued:
@@ -97,191 +113,165 @@ class _Queued:
         self.entry = entry
         self.slot_map = slot_map
         self.n_scalars = n_scalars
-        self.fresh = fresh  # run storage per fresh output (None: an empty tensor, no storage)
+        self.fresh = fresh  # run storage per fresh output
         self.writes = writes  # run storage per written slot
 
 
-class _Queue:
-    def __init__(self):
-        self.clear()
+class Run:
+    """The queued ops of one device and stream, and the storages they use, numbered in order of first use."""
 
-    def clear(self):
+    def __init__(self, device, stream):
+        self.device = device
+        self.stream = stream
         self.ops = []  # _Queued, in program order
-        self.sig = []  # per op: (its value key, its slot map)
+        self.storages = []  # _Storage per run storage
         self.index = {}  # storage key -> run storage
-        self.current = []  # run storage -> the buffer it holds now (real, Pending, or None)
-        self.storage_key = []  # run storage -> storage key (0: none)
-        self.external = []  # run storages that came in with a real buffer, in order
-        self.inputs = []  # their buffers
-        self.written = set()  # run storages some queued op writes
         self.produced = []  # run storages queued ops made or wrote, each once, in order
         self.scalars = []  # the ops' traced scalar inputs (weakly typed device arrays, Python numbers, draws)
-        self.device = None
-        self.stream = None
+
+    def storage_of(self, key) -> int:
+        """The run storage that storage `key` is now (a new one when the run has not used it, or used
+        a storage that had the same key before)."""
+        b = _buffer(key) if key else None  # read under the lock: another thread's flush may have made it real
+        r = self.index.get(key) if key else None
+        if r is None or self.storages[r].buffer is not b:
+            if type(b) is _Pending:  # never: a flush makes every Pending it owns real
+                raise RuntimeError("a pending buffer of no queued op")
+            if isinstance(b, storage.Lost):
+                raise RuntimeError(b.describe())
+            r = len(self.storages)
+            self.storages.append(_Storage(key, b, b))
+            if key:
+                self.index[key] = r
+        return r
+
+    def holds(self, r: int, key, buf) -> None:
+        """Run storage `r` (storage `key`) now holds a queued op's Pending `buf`."""
+        self.storages[r].buffer = buf
+        storage.set_buffer(key, buf)
+
+    def inputs(self) -> list:
+        """The run storages that came in with a real buffer, in order (the executable's inputs)."""
+        return [r for r, st in enumerate(self.storages) if st.input is not None]
+
+    def live(self) -> list:
+        """The produced storages still alive: what comes out of the run (what died never does: each op
+        applies the frees before it; the few freed since the last op count as alive: applying them
+        here could meet a resize of a storage still queued)."""
+        return [r for r in self.produced if self.storages[r].key and _buffer(self.storages[r].key) is self.storages[r].buffer]
+
+    def key(self, live) -> Key:
+        """Per op, its value key and which run storages its slots are; then the storages that come out."""
+        sig = tuple((op.entry.key.value, op.slot_map) for op in self.ops)
+        return Key(RUN, (sig, tuple(live)), self.device)
+
+    def describe(self) -> str:
+        names = [op.entry.name for op in self.ops]
+        return names[0] if len(names) == 1 else f"a fused run of {len(names)} ops ({names[0]} ... {names[-1]})"
 
 
-_queue = _Queue()
+_run: Run | None = None
 _lock = threading.RLock()
 
 
 def enqueue(spec, call, entry, scalars, fresh_keys):
     """Queue one traced op: its inputs (`call`), its traced scalar inputs, the storage keys of its
     fresh results. Their storages, and those it writes, now hold Pending buffers."""
+    global _run
     with _lock:
-        q = _queue
         device = call.device
         stream = _current_stream(device)
-        if q.ops and (q.device != device or q.stream != stream):
+        if _run is not None and (_run.device != device or _run.stream != stream):
             _flush("device or stream change")
-        if not q.ops:
-            q.device, q.stream = device, stream
-            storage.queued = flush
-        index, current, get = q.index, q.current, _BUFFERS.get
-        slot_map = []
-        for k in call.keys:
-            # read again under the lock: another thread's flush may have made it real since
-            b = get(k) if k else None
-            r = index.get(k) if k else None
-            if r is None or current[r] is not b:  # a storage new to the run (or a key used again)
-                if type(b) is _Pending:  # never: a flush makes every Pending it owns real
-                    raise RuntimeError(f"{spec.name}: a pending buffer of no queued op")
-                if isinstance(b, storage.Lost):
-                    raise RuntimeError(f"{spec.name}: {b.describe()}")
-                if b is not None:
-                    q.external.append(len(current))
-                    q.inputs.append(b)
-                r = len(current)
-                current.append(b)
-                q.storage_key.append(k)
-                if k:
-                    index[k] = r
-            slot_map.append(r)
+        run = _run if _run is not None else Run(device, stream)
+        try:
+            slot_map = tuple([run.storage_of(k) for k in call.keys])
+        except RuntimeError as e:  # a run of no ops is never installed
+            raise RuntimeError(f"{spec.name}: {e}") from None
+        if _run is None:
+            _run = run
+            storage.set_queued(True)
         avals = entry.out_avals
         n_fresh = len(entry.fresh)
         fresh = []
         for i in range(n_fresh):
-            p = _Pending(*avals[i])
-            k = fresh_keys[i]
-            r = len(current)
-            current.append(p)
-            q.storage_key.append(k)
-            if k:
-                index[k] = r
-                _BUFFERS[k] = p
-            q.produced.append(r)
+            r = len(run.storages)
+            run.storages.append(_Storage(fresh_keys[i], None, None))
+            if fresh_keys[i]:
+                run.index[fresh_keys[i]] = r
+            run.holds(r, fresh_keys[i], _Pending(*avals[i]))
+            run.produced.append(r)
             fresh.append(r)
         writes = []
         for j, slot in enumerate(entry.write_slots):
             r = slot_map[slot]
-            p = _Pending(*avals[n_fresh + j])
-            if r not in q.written:
-                q.written.add(r)
+            st = run.storages[r]
+            if not st.written:
+                st.written = True
                 if r not in fresh:
-                    q.produced.append(r)
-            current[r] = p
-            k = q.storage_key[r]
-            if k:
-                _BUFFERS[k] = p
+                    run.produced.append(r)
+            run.holds(r, st.key, _Pending(*avals[n_fresh + j]))
             writes.append(r)
-        slot_map = tuple(slot_map)
-        q.ops.append(_Queued(entry, slot_map, len(scalars), fresh, writes))
-        q.sig.append((entry.key, slot_map))
-        q.scalars.extend(scalars)
+        run.ops.append(_Queued(entry, slot_map, len(scalars), fresh, writes))
+        run.scalars.extend(scalars)
         if entry.checks:  # its value checks: the run ends with it, and its call raises what fails
             _flush(f"value checks of {spec.name}")
-        elif len(q.ops) >= _max_ops:
+        elif len(run.ops) >= _max_ops:
             _flush("length bound")
 
 
 def flush(reason: str = "host access") -> None:
     """Run the queued ops, if any, as one executable; `reason` says why (the metrics)."""
     with _lock:
-        if _queue.ops:
+        if _run is not None:
             _flush(reason)
 
 
-RUN = ("run",)  # what a run's key starts with
+storage.register_flush(flush)
 
 
 def _flush(reason: str) -> None:
-    q = _queue
-    # what died never comes out of the run (each op applies the frees before it; the few freed since
-    # the last op count as alive: applying them here could meet a resize of a storage still queued)
-    current, keys = q.current, q.storage_key
-    live = [r for r in q.produced if keys[r] and _BUFFERS.get(keys[r]) is current[r]]
-    device = q.device
-    n_ops = len(q.ops)
-    key = (RUN, tuple(q.sig), tuple(live), device)
-    cache = executable_cache()
+    global _run
+    run, _run = _run, None
+    live = run.live()
+    device = run.device
+    inputs = [run.storages[r].input for r in run.inputs()]
     try:
-        fn = cache.get(key)  # the run's executable
-        if fn is None:
-            fn = _load_or_compile(q, key, live, device)
-        try:
-            executables.note_workspace(fn, device)
-            outs = fn(*q.inputs, *q.scalars)
-        except Exception as e:
-            raise storage.launch_error(_describe_run(q), device, e) from e
+        fn = executable_cache().acquire(run.key(live), f"fused run of {len(run.ops)} ops",
+                                        lambda: _build(run, live, inputs), lambda found: found.executable)
+        outs = executables.launch(fn, inputs + run.scalars, run.describe(), device)
     except BaseException as e:
-        _lose(q, live, e)
-        q.clear()
-        storage.queued = None
+        _lose(run, live, e)
+        storage.set_queued(False)
         raise
     for buf in outs:  # each: the launch is done when any one is, and some may die first
-        streams.launched(device, buf, q.stream)
+        streams.launched(device, buf, run.stream)
     for r, buf in zip(live, outs):
-        k = keys[r]
-        if _BUFFERS.get(k) is current[r]:
-            _BUFFERS[k] = buf
-    storage.queued = None  # only now: a reader that found it set waits on the lock for these buffers
-    metrics.fused_run(n_ops, reason)
-    last = q.ops[-1].entry
-    q.clear()
+        st = run.storages[r]
+        storage.replace(st.key, st.buffer, buf)
+    storage.set_queued(False)  # only now: a reader that found ops queued waits on the lock for these buffers
+    metrics.fused_run(len(run.ops), reason)
+    last = run.ops[-1].entry
     if last.checks:  # the last op's failure flags came out last (its writes are stored, as op by op)
-        failed = checks.first_failure(outs[-1], last.checks)
-        if failed is not None:
-            error, message = failed
-            raise error(f"{last.key[1]}: {message}")
+        raise_failed_check(outs[-1], last.checks)
 
 
-def _lose(q, live, error) -> None:
+def _lose(run: Run, live, error) -> None:
     """A run that failed: the storages it would have written raise `error` when used."""
     for r in live:
-        k = q.storage_key[r]
-        p = q.current[r]
-        if _BUFFERS.get(k) is p:
-            _BUFFERS[k] = storage.Lost(p.shape, p.dtype, f"{type(error).__name__}: {error}")
+        st = run.storages[r]
+        p = st.buffer
+        storage.replace(st.key, p, storage.Lost(p.shape, p.dtype, f"{type(error).__name__}: {error}"))
 
 
-def _describe_run(q) -> str:
-    names = [op.entry.key[1] for op in q.ops]
-    return names[0] if len(names) == 1 else f"a fused run of {len(names)} ops ({names[0]} ... {names[-1]})"
-
-
-def _load_or_compile(q, key, live, device):
-    cache = executable_cache()
-    name = f"fused run of {len(q.ops)} ops"
-    found = cache.load("run", name, key)
-    if found is not None:
-        fn, nbytes = found.executable, found.nbytes
-        metrics.run_loaded()
-    else:
-        start = time.perf_counter()
-        fn = _compile(q, live, device)
-        metrics.run_compiled(time.perf_counter() - start)
-        nbytes = cache.save("run", name, key, (), fn)
-    cache.put(key, fn, nbytes)
-    return fn
-
-
-def _compile(q, live, device):
+def _build(run: Run, live, inputs) -> Built:
     """XLA's executable of the queued ops: their jaxprs replayed in order over the run's storages."""
     from jax.extend.core import jaxpr_as_fun
 
-    ops = [(jaxpr_as_fun(op.entry.jaxpr), op.slot_map, op.n_scalars, op.fresh, op.writes) for op in q.ops]
-    flags = bool(q.ops[-1].entry.checks)  # only the last op of a run has value checks
-    n_storages = len(q.current)
-    external = list(q.external)
+    ops = [(jaxpr_as_fun(op.entry.jaxpr), op.slot_map, op.n_scalars, op.fresh, op.writes) for op in run.ops]
+    flags = bool(run.ops[-1].entry.checks)  # only the last op of a run has value checks
+    n_storages = len(run.storages)
+    external = run.inputs()
     n_ext = len(external)
     outputs = list(live)
 
@@ -303,8 +293,9 @@ def _compile(q, live, device):
                 env[r] = v
         return tuple(env[r] for r in outputs) + ((outs[-1],) if flags else ())
 
-    donate = tuple(i for i, r in enumerate(external) if r in q.written)
-    with devices.on_device(device):
+    donate = tuple(i for i, r in enumerate(external) if run.storages[r].written)
+    with devices.on_device(run.device):
         # traced with this launch's own scalars: weakly typed as the op's probes were
-        lowered = jax.jit(program, donate_argnums=donate).lower(*q.inputs, *q.scalars)
-        return executables.compile_lowered(lowered, small=len(ops) <= SMALL_RUN)
+        lowered = jax.jit(program, donate_argnums=donate).lower(*inputs, *run.scalars)
+        fn = executables.compile_lowered(lowered, small=len(ops) <= SMALL_RUN)
+    return Built(fn, fn, ())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from .specs import OpSpec
+from ..ops.specs import OpSpec
 
 
 def neuron_generator(spec: OpSpec, args: tuple, kwargs: dict):

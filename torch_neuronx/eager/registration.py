@@ -15,7 +15,7 @@ from ..ops import LOWERINGS
 from ..ops.variants import is_view, variant_table
 from . import composite_kernels, dynamic, executor, fallback, transfers
 from .meta_kernels import META_KERNELS
-from .specs import spec_for
+from ..ops.specs import spec_for
 
 aten = torch.ops.aten
 _libs: list = []

@@ -11,7 +11,7 @@ import torch
 from ..runtime import transfer
 from . import executor
 from .buffers import copy_into, device_array, item, to_host
-from .specs import spec_for
+from ..ops.specs import spec_for
 
 aten = torch.ops.aten
 

@@ -26,7 +26,11 @@ import torch
 
 from ..runtime import storage
 from ..runtime.dtypes import to_numpy_dtype
+from ..runtime.lazy_jax import jnp
 from . import layout
+from ._registry import normalize
+from .checks import first_failure
+from .dtypes import cast
 
 NUMBER_TYPES = (int, float, bool, complex)
 
@@ -52,6 +56,46 @@ def arg_kind(arg, lowering) -> ArgKind:
     if lowering is not None and arg.name in lowering.dynamic and t in ("float", "Optional[float]"):
         return ArgKind.SCALAR
     return ArgKind.STATIC
+
+
+def call_lowering(spec, args: list, kwargs: dict, key=None) -> tuple:
+    """Run `spec`'s lowering on traced values, for every mode (an eager op's program, a compiled
+    graph's node): `args`/`kwargs` are the overload's arguments with each tensor replaced by its jax
+    value and each traced number by its traced value. out= arguments are dropped (the lowering is the
+    functional overload's), a Generator argument, given or left out, becomes the PRNG `key`, as does
+    the extra key argument of a random lowering whose schema has no Generator, and a Python number
+    given for a traced argument is made a weakly typed 0-d value (as eager traces it). Returns the
+    lowering's outputs as a tuple (a Tensor[] return is one output, a list)."""
+    if spec.out_names and spec.functional is not spec.op:
+        drop = spec.out_names
+        args = [a for i, a in enumerate(args) if spec.arg_names[i] not in drop]
+        kwargs = {k: v for k, v in kwargs.items() if k not in drop}
+    if spec.generator is not None:
+        index, name = spec.generator
+        if index < len(args):
+            args = list(args)
+            args[index] = key
+        else:
+            kwargs = dict(kwargs, **{name: key})
+    call_args = normalize(spec.functional, args, kwargs)
+    for i in spec.traced_numbers:
+        if i < len(call_args) and type(call_args[i]) in NUMBER_TYPES:
+            call_args[i] = jnp.asarray(call_args[i])
+    if spec.rng_key:
+        call_args.append(key)
+    results = spec.lowering.fn(*call_args)
+    if not isinstance(results, (tuple, list)) or spec.list_return:
+        return (results,)
+    return tuple(results)
+
+
+def typed(value, dtype: torch.dtype, shape):
+    """A lowering's output as the dtype PyTorch's meta kernel (or fake value) gives it; None (an
+    output the lowering skipped because nobody asked for it, a masked-off gradient) is zeros."""
+    np_dtype = to_numpy_dtype(dtype)
+    if value is None:
+        return jnp.zeros(tuple(shape), np_dtype)
+    return cast(value, np_dtype)
 
 
 class TensorLayout(NamedTuple):
@@ -94,8 +138,7 @@ class StorageInputs:
 
     def buffers(self) -> list:
         """Each slot's buffer now (None: nothing written yet, reads as zeros)."""
-        get = storage.BUFFERS.get
-        return [get(k) if k else None for k in self.keys]
+        return storage.buffers_of(self.keys)
 
     @staticmethod
     def state(buffers) -> tuple:
@@ -104,10 +147,8 @@ class StorageInputs:
 
     def store(self, slots, new_buffers) -> None:
         """After the launch: the written storages' new buffers."""
-        for slot, buf in zip(slots, new_buffers):
-            key = self.keys[slot]
-            if key:  # 0: an empty storage, which holds nothing
-                storage.BUFFERS[key] = buf
+        keys = self.keys
+        storage.set_buffers([keys[slot] for slot in slots], new_buffers)
 
 
 class StorageProgram:
@@ -170,19 +211,28 @@ def fresh_storage(value, sizes, strides):
 def wrap(buf, sizes, strides, dtype, device) -> torch.Tensor:
     """A new neuron tensor (sizes, strides) whose storage holds the flat buffer `buf`."""
     t = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
-    key = storage.storage_key(t)
-    if key:
-        storage.BUFFERS[key] = buf
+    storage.set_buffer(storage.storage_key(t), buf)
     return t
 
 
 def wrap_contiguous(buf, sizes, dtype, device) -> torch.Tensor:
     """A new row-major neuron tensor of shape `sizes` holding the values of jax array `buf`."""
     t = torch.empty(tuple(sizes), dtype=dtype, device=device)
-    key = storage.storage_key(t)
-    if key:
-        storage.BUFFERS[key] = buf.reshape(-1)
+    storage.set_buffer(storage.storage_key(t), buf.reshape(-1))
     return t
+
+
+class FreshOutput(NamedTuple):
+    """A new tensor a call returns: its layout and dtype as PyTorch's meta kernel (or fake value)
+    gives it, and how it is seen (a lazy negative or conjugate view; a compiled graph may return a
+    CPU tensor)."""
+
+    sizes: tuple
+    strides: tuple
+    dtype: torch.dtype
+    is_neg: bool = False
+    is_conj: bool = False
+    on_cpu: bool = False
 
 
 class ReturnKind(enum.IntEnum):
@@ -194,6 +244,63 @@ class ReturnKind(enum.IntEnum):
 class Return(NamedTuple):
     kind: ReturnKind
     what: object  # FRESH: the fresh output's index; ARGUMENT: which input; CONSTANT: the value
+
+
+class Plan(NamedTuple):
+    """What a launch's outputs become, for an eager op, a fused run and a compiled graph alike. The
+    executable returns the fresh results' buffers, then the written storages' new buffers, then any
+    outputs of the caller's own (a graph's linalg error codes), then, where the program has value
+    checks, one failure flag per check."""
+
+    fresh: list  # a FreshOutput per fresh result
+    returns: list  # a Return per return of the call
+    write_slots: list  # the storages written, in output order
+    checks: list  # (error type, message) per value check; the message names what failed
+
+
+def raise_failed_check(flags, checks) -> None:
+    """Raise the first value check whose flag is set (this waits for the device)."""
+    failed = first_failure(flags, checks)
+    if failed is not None:
+        error, message = failed
+        raise error(message)
+
+
+def finish(plan: Plan, outs, storages: StorageInputs, argument, device, own_outputs=None) -> list:
+    """After a launch: store the written storages' new buffers, hand the caller's own outputs to
+    `own_outputs` (it may raise), raise the first failed value check, then wrap the fresh results;
+    returns one value per return (`argument(what)`: the call's argument a return names)."""
+    n_fresh, n_writes = len(plan.fresh), len(plan.write_slots)
+    if n_writes:
+        storages.store(plan.write_slots, outs[n_fresh:n_fresh + n_writes])
+    if own_outputs is not None:
+        own_outputs(outs[n_fresh + n_writes:len(outs) - (1 if plan.checks else 0)])
+    if plan.checks:
+        raise_failed_check(outs[-1], plan.checks)
+    fresh = []
+    for out, buf in zip(plan.fresh, outs):
+        t = wrap(buf, out.sizes, out.strides, out.dtype, device)
+        if out.is_neg:
+            t = torch._neg_view(t)
+        if out.is_conj:
+            t = torch._conj(t)
+        if out.on_cpu:
+            t = t.cpu()
+        fresh.append(t)
+    return results(plan.returns, fresh, argument)
+
+
+def results(returns, fresh: list, argument) -> list:
+    """One value per return: a fresh result tensor (a list for a Tensor[] return), an argument, a constant."""
+    values = []
+    for kind, what in returns:
+        if kind == ReturnKind.FRESH:
+            values.append([fresh[i] for i in what] if type(what) is list else fresh[what])
+        elif kind == ReturnKind.ARGUMENT:
+            values.append(argument(what))
+        else:
+            values.append(what)
+    return values
 
 
 # ---- keys as bytes

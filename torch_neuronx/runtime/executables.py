@@ -11,7 +11,7 @@ import io
 import pickle
 
 from .. import _C
-from . import config, devices
+from . import config, devices, profiling, storage
 from .lazy_jax import jax
 
 FORMAT = 1  # bump when what `serialize` writes changes
@@ -118,6 +118,20 @@ def load(data: bytes, index: int):
         unpickler.xla_bytes, xc.DeviceList((device,)), options
     )
     return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs)
+
+
+def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError):
+    """`fn(*inputs)` on neuron:device, for every launch (an eager op, a fused run, a graph): its
+    workspace counted first (`note_workspace`), timed in a device profile as `record` (a (kind, name)
+    pair of `profiling`), and a failure raised as PyTorch names it: torch.OutOfMemoryError, or
+    `failure` ("<what>: the executable failed: ...")."""
+    try:
+        note_workspace(fn, device)
+        if record is not None:
+            return profiling.launch(record[0], record[1], device, fn, inputs)
+        return fn(*inputs)
+    except Exception as e:
+        raise storage.launch_error(what, device, e, failure) from e
 
 
 def note_workspace(compiled, index: int) -> None:

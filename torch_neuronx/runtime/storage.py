@@ -6,9 +6,13 @@ storage nobody has written yet (reads see zeros). A buffer may also be shorter t
 (after a resize): the rest reads as zeros. The allocator never takes the GIL, so it queues its frees
 and moves; `apply_events()` applies them, in order, before each op.
 
+This module owns the buffer table: the layers above read it with `buffer`/`buffers_of` and change it
+only through `set_buffer`, `set_buffers` and `replace`.
+
 Eager fusion (`eager.fusion`) queues ops instead of launching them: a storage an unlaunched op writes
 holds a `Pending` buffer (its length and dtype, what keys need) until the queue runs. Whoever reads or
-writes buffers outside an eager op calls `sync()` first, which runs the queue and applies the events.
+writes buffers outside an eager op calls `sync()` first, which runs the queue (through the hook fusion
+registers with `register_flush`) and applies the events.
 """
 from __future__ import annotations
 
@@ -19,7 +23,42 @@ import torch
 from .. import _C
 
 # key -> flat jax array (1-D) of the dtype that last wrote it, or a Pending one
-BUFFERS: dict[int, object] = {}
+_buffers: dict[int, object] = {}
+
+# the buffer of a storage key, or None (nothing written yet: zeros)
+buffer = _buffers.get
+
+
+def buffers_of(keys) -> list:
+    """The buffer of each key (0: a storage that holds nothing: None)."""
+    get = _buffers.get
+    return [get(k) if k else None for k in keys]
+
+
+def set_buffer(key: int, buf) -> None:
+    """Storage `key` now holds `buf` (0: an empty storage, which holds nothing)."""
+    if key:
+        _buffers[key] = buf
+
+
+def set_buffers(keys, bufs) -> None:
+    for key, buf in zip(keys, bufs):
+        if key:
+            _buffers[key] = buf
+
+
+def every_buffer() -> list:
+    """Every storage's buffer now (a snapshot)."""
+    return list(_buffers.values())
+
+
+def replace(key: int, expected, buf) -> bool:
+    """Storage `key` holds `buf` if it still holds `expected` (a queued op's Pending buffer: a later
+    write or a free has replaced it otherwise); whether it was replaced."""
+    if key and _buffers.get(key) is expected:
+        _buffers[key] = buf
+        return True
+    return False
 
 
 class Pending:
@@ -48,8 +87,31 @@ class Lost(Pending):
         raise RuntimeError(self.describe())
 
 
-# while ops are queued, eager fusion's flush(reason), which `sync` calls; else None
-queued = None
+# eager fusion's flush(reason), registered once (`register_flush`); called by `sync` while ops are queued
+_flush = None
+_queued = False
+
+
+def register_flush(flush) -> None:
+    """The function that runs queued ops (eager fusion's `flush(reason)`)."""
+    global _flush
+    _flush = flush
+
+
+def set_queued(queued: bool) -> None:
+    """Whether ops are queued now (the fusion queue says so when it fills and when it has run)."""
+    global _queued
+    _queued = queued
+
+
+def has_queued() -> bool:
+    return _queued
+
+
+def flush_queued(reason: str) -> None:
+    """Run the queued ops, if any (not the allocator's events: an op's own path applies those)."""
+    if _queued:
+        _flush(reason)
 
 # The shim's per-tensor reads (see csrc/module.cpp): layout (key, nbytes, sizes, strides, offset),
 # info (device, key, nbytes, sizes, strides, offset, dtype, lazy flags) or None off the device.
@@ -71,9 +133,8 @@ applying = False
 def sync(reason: str = "host access") -> None:
     """Run the queued ops (`reason`: why, for the fusion metrics) and apply the allocator's events:
     after it, every buffer is a real one."""
-    flush = queued
-    if flush is not None:
-        flush(reason)
+    if _queued:
+        _flush(reason)
     apply_events()
 
 
@@ -87,15 +148,15 @@ def apply_events() -> None:
         try:
             for kind, key, new_key, nbytes, _device in _C._drain_events():
                 if kind == _C.EVENT_FREE:
-                    BUFFERS.pop(key, None)
+                    _buffers.pop(key, None)
                 elif kind == _C.EVENT_MOVE:
-                    buf = BUFFERS.get(key)
+                    buf = _buffers.get(key)
                     if type(buf) is Pending:  # a resized storage a queued op writes: run the queue
-                        queued("resize")
-                        buf = BUFFERS.get(key)
+                        _flush("resize")
+                        buf = _buffers.get(key)
                     if buf is not None and nbytes > 0:
                         keep = nbytes // buf.dtype.itemsize
-                        BUFFERS[new_key] = buf if keep >= buf.shape[0] else buf[:keep]
+                        _buffers[new_key] = buf if keep >= buf.shape[0] else buf[:keep]
         finally:
             applying = False
 
@@ -110,7 +171,7 @@ def whole_storage_key(t) -> int:
 
 def live_buffers() -> int:
     sync("memory query")
-    return len(BUFFERS)
+    return len(_buffers)
 
 
 def synchronize(device: int | None = None) -> None:
@@ -119,7 +180,7 @@ def synchronize(device: int | None = None) -> None:
 
     devices.check_not_forked()
     sync("synchronize")
-    for buf in list(BUFFERS.values()):
+    for buf in every_buffer():
         if isinstance(buf, Pending):  # Lost: its run failed and raised; nothing to wait for
             continue
         if device is not None and devices.index_of(buf) != device:
@@ -127,13 +188,13 @@ def synchronize(device: int | None = None) -> None:
         buf.block_until_ready()
 
 
-def launch_error(what: str, device: int, e: Exception) -> Exception:
-    """The error of a launch of `what` (an op, a fused run) that failed: out of memory, or the
-    executable's own failure, naming `what` as PyTorch names the op."""
+def launch_error(what: str, device: int, e: Exception, failure=RuntimeError) -> Exception:
+    """The error of a launch of `what` (an op, a fused run, a graph) that failed: out of memory, or
+    the executable's own failure (a `failure`), naming `what` as PyTorch names the op."""
     if isinstance(e, torch.OutOfMemoryError):  # its workspace past the capacity (executables.note_workspace)
         return torch.OutOfMemoryError(f"{what}: {e}")
     oom = out_of_memory_error(device, what, e)
-    return oom if oom is not None else RuntimeError(f"{what}: the executable failed: {type(e).__name__}: {e}")
+    return oom if oom is not None else failure(f"{what}: the executable failed: {type(e).__name__}: {e}")
 
 
 def out_of_memory_error(device: int, what: str, e: BaseException) -> torch.OutOfMemoryError | None:

@@ -1,17 +1,17 @@
 """One `OpSpec` per ATen overload: how the overload's arguments map onto its lowering.
 
-Every caller of an overload (its registered kernel, a transfer, a host read of a view) gets the
-same spec from `spec_for`, so every call of one overload goes through one cache entry per signature.
+Every caller of an overload (its registered eager kernel, a transfer, a host read of a view, a
+compiled graph's node) gets the same spec from `spec_for`, and calls the lowering through
+`protocol.call_lowering` with it.
 """
 from __future__ import annotations
 
 import threading
 
-import torch
 
-from ..ops import LOWERINGS, argument_checks
-from ..ops.protocol import ArgKind, arg_kind
-from ..ops.variants import functional_of
+from . import LOWERINGS, argument_checks
+from .protocol import ArgKind, arg_kind
+from .variants import functional_of
 
 
 class OpSpec:
@@ -42,6 +42,11 @@ class OpSpec:
         gens = [i for i, k in enumerate(self.kinds) if k == ArgKind.GENERATOR]
         self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
         self.rng_key = lowering is not None and lowering.rng  # a random op whose schema has no Generator
+        # the functional overload's arguments traced as numbers: a Python number there is made a
+        # weakly typed 0-d value (`protocol.call_lowering`)
+        self.traced_numbers = () if lowering is None else tuple(
+            i for i, a in enumerate(functional._schema.arguments)
+            if arg_kind(a, lowering) in (ArgKind.SCALAR, ArgKind.TENSOR))
         self.checks_every_call = argument_checks.checks_every_call(op)  # reads Python numbers: on cache hits too
 
     def arg_value(self, args, kwargs, name):
