@@ -108,7 +108,7 @@ def test_values_follow_the_environment_within_the_process(monkeypatch):
 
 def test_the_package_reads_through_the_table(monkeypatch, tmp_path):
     from torch_neuronx import cache
-    from torch_neuronx.compile import artifacts
+    from torch_neuronx.compile import debug_dumps
     from torch_neuronx.distributed import process_group
     from torch_neuronx.eager import fallback
 
@@ -119,10 +119,10 @@ def test_the_package_reads_through_the_table(monkeypatch, tmp_path):
     assert not process_group.checks_enabled()
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "on")
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dbg"))
-    assert artifacts.enabled() and artifacts.directory() == str(tmp_path / "dbg")
+    assert debug_dumps.enabled() and debug_dumps.directory() == str(tmp_path / "dbg")
     monkeypatch.delenv("TORCH_NEURONX_DEBUG_DIR")
     monkeypatch.chdir(tmp_path)
-    assert artifacts.directory() == str(tmp_path / "neuron_debug")
+    assert debug_dumps.directory() == str(tmp_path / "neuron_debug")
     monkeypatch.setenv("TORCH_NEURONX_CPU_FALLBACK", "silent")
     fallback.check_cpu_fallback("aten.not_a_real_op.default")  # neither raises nor warns
     assert cache.parse_size is config.parse_size  # one size parser

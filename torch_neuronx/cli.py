@@ -229,7 +229,7 @@ def _load_problem(store: DiskStore, info) -> str | None:
 
     try:
         body = store.read_body(info.path)
-        if info.kind == "aot":  # a stored AOTAutograd graph (compile/shortcut.py), not an executable
+        if info.kind == "aot":  # a stored AOTAutograd graph (compile/aot_records.py), not an executable
             from torch._subclasses.fake_tensor import FakeTensorMode
             from torch.fx._graph_pickler import GraphPickler
 

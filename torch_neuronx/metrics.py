@@ -219,7 +219,7 @@ _aot_skips: collections.Counter = collections.Counter()
 
 
 def aot_autograd_skipped(name: str) -> None:
-    """A graph's AOTAutograd result came from the disk cache (compile/shortcut.py)."""
+    """A graph's AOTAutograd result came from the disk cache (compile/aot_records.py)."""
     _aot_skips[name] += 1
 
 

@@ -17,7 +17,7 @@ import torch
 
 from ..ops.decompositions import decomposition_table
 from ..runtime import devices
-from . import cpu_checks, shortcut
+from . import aot_records, graph_argument_checks
 from .errors import NEFFCompilationError
 from .split import program_for
 
@@ -73,21 +73,21 @@ def _aot(gm, example_inputs, name, reason):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
-    record = shortcut.key_of(gm, example_inputs)
+    record = aot_records.key_of(gm, example_inputs)
     if record is not None:  # AOTAutograd's graph for these inputs, stored by an earlier process
         # which ran the CPU's checks on this graph and these inputs first (a rejected graph stores
         # nothing; the checks' code is in the entry's key): they passed, and are not run again
-        forward = shortcut.load(record, name, reason)
+        forward = aot_records.load(record, name, reason)
         if forward is not None:
             return forward
-    rejected = cpu_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
+    rejected = graph_argument_checks.first_error(gm, example_inputs)  # what the CPU's kernels reject and no meta kernel
     if rejected is not None:
-        return cpu_checks.Raises(rejected)
+        return graph_argument_checks.Raises(rejected)
 
     def compiler(kind):
         def compile_graph(graph_module, inputs):
             program = program_for(graph_module, f"{name}_{kind}", kind, reason)
-            if kind == "inference" and record is not None and shortcut.remember(record, graph_module, program.name):
+            if kind == "inference" and record is not None and aot_records.remember(record, graph_module, program.name):
                 return make_boxed_func(_RecordedOnFirstCall(program))
             return make_boxed_func(program)
 
@@ -109,7 +109,7 @@ def _aot(gm, example_inputs, name, reason):
 
 
 class _RecordedOnFirstCall:
-    """A program whose AOTAutograd record is being written by a thread (`shortcut.remember`): its
+    """A program whose AOTAutograd record is being written by a thread (`aot_records.remember`): its
     first call (which lowers and compiles the graph meanwhile) returns once the record is written."""
 
     def __init__(self, program):
@@ -123,7 +123,7 @@ class _RecordedOnFirstCall:
             return self.program(*args)
         finally:
             self.pending = False
-            shortcut.finish_records()
+            aot_records.finish_records()
 
     def __getattr__(self, name):  # the program's name, kind, ... for whoever inspects it
         return getattr(self.program, name)

@@ -27,14 +27,14 @@ from ..cache import Built, Key
 from ..eager.buffers import to_host
 from ..eager.fallback import check_cpu_fallback
 from ..ops import LOWERINGS, layout, normalize, protocol
-from ..ops.checks import CheckedCall
+from ..ops.value_checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, to_numpy_dtype
 from ..ops.protocol import (FreshOutput, Plan, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
                             call_lowering, fresh_storage, typed)
 from ..ops.specs import spec_for
 from ..runtime import config, devices, executables, profiling, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
-from . import artifacts
+from . import debug_dumps
 from .errors import NEFFCompilationError, NEFFExecutionError
 
 aten = torch.ops.aten
@@ -297,7 +297,7 @@ class GraphProgram:
         seconds = time.perf_counter() - start
         exe = _Executable(fn, tracer.meta())
         metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason, tracer.fallbacks)
-        artifacts.save(self.name, len(self.signatures), self.gm, lowered)
+        debug_dumps.save(self.name, len(self.signatures), self.gm, lowered)
         return exe
 
 

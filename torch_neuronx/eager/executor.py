@@ -29,7 +29,7 @@ import torch
 from .. import metrics
 from ..cache import Built, Key, clear_memory, executable_cache
 from ..ops import argument_checks, protocol
-from ..ops.checks import CheckedCall
+from ..ops.value_checks import CheckedCall
 from ..ops.cpu_messages import named
 from ..ops.dtypes import UnsupportedDtype
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, FreshOutput, Plan, Return, ReturnKind, StorageInputs,

@@ -2,7 +2,7 @@
 
 Every lowered overload gets a PrivateUse1 kernel that runs it through the executor, and so do the
 in-place and out= variants its lowering computes (`ops.variants`). Transfers and `.item()`
-(`transfers`), the data-dependent sizes (`dynamic`: nonzero, masked_select, the unique family,
+(`copy_kernels`), the data-dependent sizes (`dynamic`: nonzero, masked_select, the unique family,
 bincount: one host read of the size each) and a few composite kernels (`composite_kernels`) have
 kernels of their own; ops whose meta function PyTorch lacks get one (`meta_kernels`). Everything
 else reaches the boxed fallback (`fallback`): PyTorch's decomposition if it has one, else the CPU.
@@ -13,7 +13,7 @@ import torch
 
 from ..ops import LOWERINGS
 from ..ops.variants import is_view, variant_table
-from . import composite_kernels, dynamic, executor, fallback, transfers
+from . import composite_kernels, copy_kernels, dynamic, executor, fallback
 from .meta_kernels import META_KERNELS
 from ..ops.specs import spec_for
 
@@ -66,10 +66,10 @@ def register() -> None:
 
 def _register_into(lib) -> None:
     own = {
-        aten.copy_.default: transfers.copy_,
-        aten._copy_from.default: transfers.copy_from,
-        aten._to_copy.default: transfers.to_copy,
-        aten._local_scalar_dense.default: transfers.local_scalar_dense,
+        aten.copy_.default: copy_kernels.copy_,
+        aten._copy_from.default: copy_kernels.copy_from,
+        aten._to_copy.default: copy_kernels.to_copy,
+        aten._local_scalar_dense.default: copy_kernels.local_scalar_dense,
         aten._fused_sdp_choice.default: composite_kernels.fused_sdp_choice,
         aten.native_batch_norm.default: composite_kernels.native_batch_norm,
         aten.equal.default: composite_kernels.equal,

@@ -86,4 +86,4 @@ def normalize(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list:
 
 
 # the value checks lowerings make (`require`), kept with the protocol that collects them
-from .checks import require, require_in_range  # noqa: E402,F401
+from .value_checks import require, require_in_range  # noqa: E402,F401

@@ -8,7 +8,7 @@ message, so the executor (which names the op) rejects them as the CPU does. `CHE
 overload packet's name (`aten.mm`: every overload, `out=` ones too) to a function taking the
 schema's arguments; it runs on the call's own tensors (overlap checks need their storages), and,
 for a compiled graph, on fake copies of its inputs as Dynamo's graph dispatches them
-(`compile/cpu_checks.py`): a check reads shapes, dtypes, strides and storages, and no value of a
+(`compile/graph_argument_checks.py`): a check reads shapes, dtypes, strides and storages, and no value of a
 fake tensor.
 """
 from __future__ import annotations

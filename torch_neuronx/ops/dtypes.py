@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..runtime.dtypes import UnsupportedDtype, to_numpy_dtype, to_torch_dtype
+from ..runtime.numpy_dtypes import UnsupportedDtype, to_numpy_dtype, to_torch_dtype
 
 __all__ = ["UnsupportedDtype", "to_numpy_dtype", "to_torch_dtype", "opmath", "is_low_precision", "cast"]
 
 _F16 = np.dtype(np.float16)
-_BF16 = None  # ml_dtypes' bfloat16, looked up on first use (importing ml_dtypes is slow: runtime.dtypes)
+_BF16 = None  # ml_dtypes' bfloat16, looked up on first use (importing ml_dtypes is slow: runtime.numpy_dtypes)
 
 
 def is_low_precision(dtype) -> bool:

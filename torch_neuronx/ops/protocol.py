@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from ..runtime import storage
-from ..runtime.dtypes import to_numpy_dtype
+from ..runtime.numpy_dtypes import to_numpy_dtype
 from ..runtime.lazy_jax import jnp
 from . import layout
 from ._registry import normalize
-from .checks import first_failure
+from .value_checks import first_failure
 from .dtypes import cast
 
 NUMBER_TYPES = (int, float, bool, complex)

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import torch
 
-from .dtypes import to_numpy_dtype, to_torch_dtype
+from .numpy_dtypes import to_numpy_dtype, to_torch_dtype
 from . import profiling
 from .devices import check_not_forked, jax_device
 from .lazy_jax import jax
