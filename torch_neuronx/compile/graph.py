@@ -209,10 +209,7 @@ class GraphProgram:
             raise
         if outs:
             streams.launched(device.index, outs[0])
-        try:
-            return exe.finish(self, args, inputs, outs, device)
-        except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
-            raise torch.OutOfMemoryError(f"graph {self.name}: {e}") from None
+        return exe.finish(self, args, inputs, outs, device)
 
     def _device(self, args) -> torch.device:
         for a in args:
@@ -273,11 +270,7 @@ class GraphProgram:
         arrays = inputs.arrays()
         extra = [rng.PROBE_WORDS] if self.random else []
         written = [i for i, lay in enumerate(inputs.layouts) if lay is not None and i in self.mutated_inputs]
-        slot_input = {}
-        for slot, b in enumerate(inputs.buffers):
-            if b is not None:
-                slot_input[slot] = len(slot_input)
-        donate = tuple(sorted({slot_input[inputs.layouts[i].slot] for i in written if inputs.layouts[i].slot in slot_input}))
+        donate = StorageInputs.donated(inputs.buffers, [inputs.layouts[i].slot for i in written])
         start = time.perf_counter()
         try:
             with devices.on_device(device.index):
@@ -379,7 +372,7 @@ class _Executable:
                     except RuntimeError as e:
                         raise NEFFExecutionError(f"graph {program.name}: op {api_name} (node '{node_name}'): {e}") from e
 
-        return protocol.finish(plan, outs, inputs.storages, args.__getitem__, device, own_outputs)
+        return protocol.finish(plan, outs, inputs.storages, args.__getitem__, device, f"graph {program.name}", own_outputs)
 
 
 class _Tracer:

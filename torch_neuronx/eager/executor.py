@@ -251,10 +251,8 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     outs = _launch(entry.fn, inputs, spec.name, device, (profiling.RECORD_OP, spec.name) if _profiler_on() else None)
     if outs:
         streams.launched(device, outs[0])
-    try:
-        values = protocol.finish(entry.plan, outs, call, lambda name: spec.arg_value(args, kwargs, name), entry.device)
-    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
-        raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
+    values = protocol.finish(entry.plan, outs, call, lambda name: spec.arg_value(args, kwargs, name), entry.device,
+                             spec.name)
     return values[0] if spec.single_return else tuple(values)
 
 
@@ -273,10 +271,7 @@ def _enqueue(spec, args, kwargs, call, entry):
     """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
     scalars = []
     _add_scalar_inputs(call, scalars)
-    try:
-        fresh = [_empty_strided(f.sizes, f.strides, dtype=f.dtype, device=entry.device) for f in entry.fresh]
-    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
-        raise torch.OutOfMemoryError(f"{spec.name}: {e}") from None
+    fresh = protocol.fresh_tensors(entry.fresh, [None] * len(entry.fresh), entry.device, spec.name)
     fusion.enqueue(spec, call, entry, scalars, [_storage_key(t) for t in fresh])
     values = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
     return values[0] if spec.single_return else tuple(values)
@@ -604,11 +599,7 @@ def _compile_entry(spec: OpSpec, entry: Entry, call: _Call, buffers):
     writes are donated."""
     from jax.extend.core import jaxpr_as_fun
 
-    slot_input = {}
-    for slot, b in enumerate(buffers):
-        if b is not None:
-            slot_input[slot] = len(slot_input)
-    donate = tuple(slot_input[s] for s in entry.write_slots if s in slot_input)
+    donate = StorageInputs.donated(buffers, entry.write_slots)
     try:
         with devices.on_device(call.device):
             lowered = jax.jit(jaxpr_as_fun(entry.jaxpr), donate_argnums=donate).lower(*_input_avals(call, buffers))

@@ -141,6 +141,17 @@ class StorageInputs:
         return storage.buffers_of(self.keys)
 
     @staticmethod
+    def donated(buffers, write_slots) -> tuple:
+        """The executable's input positions (its present buffers, in slot order) of the storages it
+        writes: their old buffers are donated."""
+        position, at = {}, 0
+        for slot, b in enumerate(buffers):
+            if b is not None:
+                position[slot] = at
+                at += 1
+        return tuple(sorted({position[s] for s in write_slots if s in position}))
+
+    @staticmethod
     def state(buffers) -> tuple:
         """What each storage holds now, as a key part: its buffer's length and dtype, or None."""
         return tuple([None if b is None else (b.shape[0], b.dtype) for b in buffers])
@@ -209,9 +220,11 @@ def fresh_storage(value, sizes, strides):
 
 
 def wrap(buf, sizes, strides, dtype, device) -> torch.Tensor:
-    """A new neuron tensor (sizes, strides) whose storage holds the flat buffer `buf`."""
+    """A new neuron tensor (sizes, strides) whose storage holds the flat buffer `buf` (None: its
+    buffer comes later, a queued op's)."""
     t = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
-    storage.set_buffer(storage.storage_key(t), buf)
+    if buf is not None:
+        storage.set_buffer(storage.storage_key(t), buf)
     return t
 
 
@@ -266,10 +279,11 @@ def raise_failed_check(flags, checks) -> None:
         raise error(message)
 
 
-def finish(plan: Plan, outs, storages: StorageInputs, argument, device, own_outputs=None) -> list:
-    """After a launch: store the written storages' new buffers, hand the caller's own outputs to
-    `own_outputs` (it may raise), raise the first failed value check, then wrap the fresh results;
-    returns one value per return (`argument(what)`: the call's argument a return names)."""
+def finish(plan: Plan, outs, storages: StorageInputs, argument, device, what: str, own_outputs=None) -> list:
+    """After a launch of `what` (an op's name, "graph <name>"): store the written storages' new
+    buffers, hand the caller's own outputs to `own_outputs` (it may raise), raise the first failed
+    value check, then wrap the fresh results; returns one value per return (`argument(r)`: the call's
+    argument a return names). A result past the core's capacity is a torch.OutOfMemoryError naming `what`."""
     n_fresh, n_writes = len(plan.fresh), len(plan.write_slots)
     if n_writes:
         storages.store(plan.write_slots, outs[n_fresh:n_fresh + n_writes])
@@ -277,17 +291,25 @@ def finish(plan: Plan, outs, storages: StorageInputs, argument, device, own_outp
         own_outputs(outs[n_fresh + n_writes:len(outs) - (1 if plan.checks else 0)])
     if plan.checks:
         raise_failed_check(outs[-1], plan.checks)
-    fresh = []
-    for out, buf in zip(plan.fresh, outs):
-        t = wrap(buf, out.sizes, out.strides, out.dtype, device)
-        if out.is_neg:
-            t = torch._neg_view(t)
-        if out.is_conj:
-            t = torch._conj(t)
-        if out.on_cpu:
-            t = t.cpu()
-        fresh.append(t)
-    return results(plan.returns, fresh, argument)
+    return results(plan.returns, fresh_tensors(plan.fresh, outs, device, what), argument)
+
+
+def fresh_tensors(fresh: list, bufs, device, what: str) -> list:
+    """A new tensor per FreshOutput, holding its buffer (a Pending one for a queued op)."""
+    tensors = []
+    try:
+        for out, buf in zip(fresh, bufs):
+            t = wrap(buf, out.sizes, out.strides, out.dtype, device)
+            if out.is_neg:
+                t = torch._neg_view(t)
+            if out.is_conj:
+                t = torch._conj(t)
+            if out.on_cpu:
+                t = t.cpu()
+            tensors.append(t)
+    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
+        raise torch.OutOfMemoryError(f"{what}: {e}") from None
+    return tensors
 
 
 def results(returns, fresh: list, argument) -> list:
