@@ -197,3 +197,44 @@ def test_every_compile_goes_through_runtime_executables():
                                                 ("d = key[-1]", True), ("v = key.value", False)])
 def test_the_positional_key_check_finds_each_form(line, positional):
     assert bool(_POSITIONAL_KEY.search(line)) == positional
+
+
+CONFIG = "torch_neuronx.runtime.config"
+
+
+def _environment_reads(path: pathlib.Path):
+    """(line, what) for every read of a named environment variable in `path`: os.environ.get(...),
+    os.environ[...] (not as an assignment's target), `... in os.environ`, os.getenv(...). A use of the
+    whole environment (a child process's copy) names no variable and is not a read."""
+    tree = ast.parse(path.read_text())
+
+    def is_environ(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id == "environ")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and is_environ(f.value) and f.attr in ("get", "setdefault", "pop"):
+                yield node.lineno, f"environ.{f.attr}"
+            elif (isinstance(f, ast.Attribute) and f.attr in ("getenv", "getenvb")) or (
+                    isinstance(f, ast.Name) and f.id in ("getenv", "getenvb")):
+                yield node.lineno, "getenv"
+        elif isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            yield node.lineno, "environ[...]"
+        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+            yield node.lineno, "... in environ"
+
+
+def test_only_config_reads_environment_variables():
+    """Every setting is read through runtime/config.py's table (one parser per type, one table in the docs)."""
+    reads = [f"{m}:{line}: {what}" for m, path in MODULES.items() if m != CONFIG
+             for line, what in _environment_reads(path)]
+    assert not reads, "read these through runtime/config.py's settings:\n" + "\n".join(reads)
+
+
+def test_one_boolean_parser():
+    """The words of a flag are spelled once, in config's parser."""
+    copies = [m for m, path in MODULES.items()
+              if m != CONFIG and re.search(r"""["']false["']\s*,\s*["']no["']""", path.read_text())]
+    assert not copies, f"a boolean parser of their own: {copies}"

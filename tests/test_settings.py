@@ -1,6 +1,7 @@
 """The settings table (runtime/config.py): every setting parses the forms its type takes and names
-itself when its text does not parse; values follow the environment within the process; nothing else
-in the package reads an environment variable; README documents every one."""
+itself when its text does not parse; values follow the environment within the process; README
+documents every one. (That nothing else in the package reads an environment variable is checked with
+the package's structure, tests/test_layers.py.)"""
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,7 @@ import pytest
 from torch_neuronx.runtime import config
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "torch_neuronx"
-CONFIG = PACKAGE / "runtime" / "config.py"
+CONFIG = ROOT / "torch_neuronx" / "runtime" / "config.py"
 
 GiB, MiB = 1 << 30, 1 << 20
 FLAG_FORMS = [("1", True), ("true", True), ("Yes", True), ("ON", True), (" on ", True),
@@ -126,44 +126,6 @@ def test_the_package_reads_through_the_table(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_NEURONX_CPU_FALLBACK", "silent")
     fallback.check_cpu_fallback("aten.not_a_real_op.default")  # neither raises nor warns
     assert cache.parse_size is config.parse_size  # one size parser
-
-
-def _environment_reads(path: pathlib.Path):
-    """(line, what) for every read of a named environment variable in `path`: os.environ.get(...),
-    os.environ[...] (not as an assignment's target), `... in os.environ`, os.getenv(...). A use of the
-    whole environment (a child process's copy) names no variable and is not a read."""
-    tree = ast.parse(path.read_text())
-
-    def is_environ(node) -> bool:
-        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
-            isinstance(node, ast.Name) and node.id == "environ")
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            if isinstance(f, ast.Attribute) and is_environ(f.value) and f.attr in ("get", "setdefault", "pop"):
-                yield node.lineno, f"environ.{f.attr}"
-            elif (isinstance(f, ast.Attribute) and f.attr in ("getenv", "getenvb")) or (
-                    isinstance(f, ast.Name) and f.id in ("getenv", "getenvb")):
-                yield node.lineno, "getenv"
-        elif isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, ast.Load):
-            yield node.lineno, "environ[...]"
-        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
-            yield node.lineno, "... in environ"
-
-
-def test_only_config_reads_environment_variables():
-    reads = [f"{path.relative_to(ROOT)}:{line}: {what}"
-             for path in sorted(PACKAGE.rglob("*.py")) if path != CONFIG
-             for line, what in _environment_reads(path)]
-    assert not reads, "read these through runtime/config.py's settings:\n" + "\n".join(reads)
-
-
-def test_one_boolean_parser():
-    """The words of a flag are spelled once, in config's parser."""
-    copies = [str(path.relative_to(ROOT)) for path in sorted(PACKAGE.rglob("*.py"))
-              if path != CONFIG and re.search(r"""["']false["']\s*,\s*["']no["']""", path.read_text())]
-    assert not copies, f"a boolean parser of their own: {copies}"
 
 
 def test_config_imports_nothing_heavy():
