@@ -128,12 +128,12 @@ def _tensor_sig(call: _Call, t: _Tensor, name):
             call.scalars.append(t.item())
             return ("cpu0", t.dtype)
         _raise_mismatch(call, dev, name)
-    index, key, nbytes, sizes, strides, offset, dtype, lazy = info
+    index = info[0]
     if call.device != index:
         if call.device is not None:
             _raise_mismatch(call, t.device, name)
         call.device = index
-    sig = call.layout(key, nbytes, sizes, strides, offset, dtype, lazy)
+    sig = call.layout(info)
     call.tensors.append(t)
     call.layouts.append(sig)
     return sig
@@ -271,7 +271,7 @@ def _enqueue(spec, args, kwargs, call, entry):
     """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
     scalars = []
     _add_scalar_inputs(call, scalars)
-    fresh = protocol.fresh_tensors(entry.fresh, [None] * len(entry.fresh), entry.device, spec.name)
+    fresh = protocol.fresh_tensors(entry.fresh, None, entry.device, spec.name)
     fusion.enqueue(spec, call, entry, scalars, [_storage_key(t) for t in fresh])
     values = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
     return values[0] if spec.single_return else tuple(values)

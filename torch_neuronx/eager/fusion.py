@@ -37,7 +37,9 @@ DEFAULT_MAX_OPS = config.default(MAX_OPS_ENV)
 SMALL_RUN = 32  # runs of at most this many ops compile with XLA's quick options (executables.compile_lowered)
 
 _Pending = storage.Pending
+_Lost = storage.Lost
 _buffer = storage.buffer
+_set_buffer = storage.set_buffer
 _deterministic = torch.are_deterministic_algorithms_enabled
 _current_stream = streams.current_stream
 RUN = "run"  # the cache namespace of fused runs' executables
@@ -50,13 +52,18 @@ def _read_settings():
 _enabled, _max_ops = _read_settings()
 # `setting(on)` overrides the environment for the thread inside its block only: another thread's ops
 # keep queueing (or not) as its own settings say
-_local = threading.local()
+class _ThreadSetting(threading.local):
+    on = None  # None: the environment's setting (a class attribute: no lookup miss on the hot path)
+
+
+_local = _ThreadSetting()
+_overrides = 0  # how many `setting` blocks are open in any thread (0: no thread-local lookup per op)
 
 
 def enabled() -> bool:
     """Whether this thread's eager ops are queued now (the environment or this thread's `setting`,
     and no determinism request)."""
-    on = getattr(_local, "on", None)
+    on = _local.on if _overrides else None
     return (_enabled if on is None else on) and not _deterministic()
 
 
@@ -75,13 +82,18 @@ def reload_settings() -> None:
 def setting(on: bool):
     """Fusion on or off for this thread inside the block, whatever the environment says (what is
     queued runs first)."""
+    global _overrides
     flush("settings")
-    before, _local.on = getattr(_local, "on", None), on
+    with _lock:
+        _overrides += 1
+    before, _local.on = _local.on, on
     try:
         yield
     finally:
         flush("settings")
         _local.on = before
+        with _lock:
+            _overrides -= 1
 
 
 def disabled():
@@ -129,26 +141,51 @@ class Run:
         self.produced = []  # run storages queued ops made or wrote, each once, in order
         self.scalars = []  # the ops' traced scalar inputs (weakly typed device arrays, Python numbers, draws)
 
-    def storage_of(self, key) -> int:
-        """The run storage that storage `key` is now (a new one when the run has not used it, or used
-        a storage that had the same key before)."""
-        b = _buffer(key) if key else None  # read under the lock: another thread's flush may have made it real
-        r = self.index.get(key) if key else None
-        if r is None or self.storages[r].buffer is not b:
-            if type(b) is _Pending:  # never: a flush makes every Pending it owns real
-                raise RuntimeError("a pending buffer of no queued op")
-            if isinstance(b, storage.Lost):
-                raise RuntimeError(b.describe())
-            r = len(self.storages)
-            self.storages.append(_Storage(key, b, b))
-            if key:
-                self.index[key] = r
-        return r
-
-    def holds(self, r: int, key, buf) -> None:
-        """Run storage `r` (storage `key`) now holds a queued op's Pending `buf`."""
-        self.storages[r].buffer = buf
-        storage.set_buffer(key, buf)
+    def add(self, spec, entry, keys, fresh_keys, n_scalars) -> None:
+        """Queue one traced op: `keys` are its storages (its slots), `fresh_keys` its fresh results'.
+        Their storages, and those it writes, now hold Pending buffers. (The hot path of every eager
+        op: locals, no calls per storage.)"""
+        storages, index, produced = self.storages, self.index, self.produced
+        slot_map = []
+        for k in keys:
+            # read under the lock: another thread's flush may have made it real
+            b = _buffer(k) if k else None
+            r = index.get(k) if k else None
+            if r is None or storages[r].buffer is not b:  # a storage new to the run (or a key used again)
+                if type(b) is _Pending:  # never: a flush makes every Pending it owns real
+                    raise RuntimeError(f"{spec.name}: a pending buffer of no queued op")
+                if type(b) is _Lost:
+                    raise RuntimeError(f"{spec.name}: {b.describe()}")
+                r = len(storages)
+                storages.append(_Storage(k, b, b))
+                if k:
+                    index[k] = r
+            slot_map.append(r)
+        slot_map = tuple(slot_map)
+        avals = entry.out_avals
+        fresh = []
+        for i, k in enumerate(fresh_keys):
+            r = len(storages)
+            p = _Pending(*avals[i])
+            storages.append(_Storage(k, p, None))
+            if k:
+                index[k] = r
+                _set_buffer(k, p)
+            produced.append(r)
+            fresh.append(r)
+        writes = []
+        n_fresh = len(fresh)
+        for j, slot in enumerate(entry.write_slots):
+            r = slot_map[slot]
+            st = storages[r]
+            if not st.written:
+                st.written = True
+                if r not in fresh:
+                    produced.append(r)
+            st.buffer = p = _Pending(*avals[n_fresh + j])
+            _set_buffer(st.key, p)
+            writes.append(r)
+        self.ops.append(_Queued(entry, slot_map, n_scalars, fresh, writes))
 
     def inputs(self) -> list:
         """The run storages that came in with a real buffer, in order (the executable's inputs)."""
@@ -184,35 +221,10 @@ def enqueue(spec, call, entry, scalars, fresh_keys):
         if _run is not None and (_run.device != device or _run.stream != stream):
             _flush("device or stream change")
         run = _run if _run is not None else Run(device, stream)
-        try:
-            slot_map = tuple([run.storage_of(k) for k in call.keys])
-        except RuntimeError as e:  # a run of no ops is never installed
-            raise RuntimeError(f"{spec.name}: {e}") from None
+        run.add(spec, entry, call.keys, fresh_keys, len(scalars))  # a run it failed to join is never installed
         if _run is None:
             _run = run
             storage.set_queued(True)
-        avals = entry.out_avals
-        n_fresh = len(entry.fresh)
-        fresh = []
-        for i in range(n_fresh):
-            r = len(run.storages)
-            run.storages.append(_Storage(fresh_keys[i], None, None))
-            if fresh_keys[i]:
-                run.index[fresh_keys[i]] = r
-            run.holds(r, fresh_keys[i], _Pending(*avals[i]))
-            run.produced.append(r)
-            fresh.append(r)
-        writes = []
-        for j, slot in enumerate(entry.write_slots):
-            r = slot_map[slot]
-            st = run.storages[r]
-            if not st.written:
-                st.written = True
-                if r not in fresh:
-                    run.produced.append(r)
-            run.holds(r, st.key, _Pending(*avals[n_fresh + j]))
-            writes.append(r)
-        run.ops.append(_Queued(entry, slot_map, len(scalars), fresh, writes))
         run.scalars.extend(scalars)
         if entry.checks:  # its value checks: the run ends with it, and its call raises what fails
             _flush(f"value checks of {spec.name}")

@@ -121,7 +121,10 @@ class StorageInputs:
         self.keys = []  # slot -> storage key (0: a storage that holds nothing)
         self.nbytes = []  # slot -> the storage's size in bytes
 
-    def layout(self, key, nbytes, sizes, strides, offset, dtype, lazy) -> TensorLayout:
+    def layout(self, info) -> TensorLayout:
+        """The layout of a tensor given its `storage.tensor_info` (its storage numbered here). Every
+        tensor of every eager call comes through here: one argument, no NamedTuple __new__."""
+        _device, key, nbytes, sizes, strides, offset, dtype, lazy = info
         slot = self.slots.get(key) if key else None
         if slot is None:
             slot = len(self.keys)
@@ -129,12 +132,10 @@ class StorageInputs:
                 self.slots[key] = slot
             self.keys.append(key)
             self.nbytes.append(nbytes)
-        # (tuple.__new__ directly: the NamedTuple's own __new__ costs a Python call per tensor)
         return _new_tuple(TensorLayout, (slot, dtype, sizes, strides, offset, nbytes, lazy))
 
     def of_tensor(self, t: torch.Tensor) -> TensorLayout:
-        _device, key, nbytes, sizes, strides, offset, dtype, lazy = storage.tensor_info(t)
-        return self.layout(key, nbytes, sizes, strides, offset, dtype, lazy)
+        return self.layout(storage.tensor_info(t))
 
     def buffers(self) -> list:
         """Each slot's buffer now (None: nothing written yet, reads as zeros)."""
@@ -219,6 +220,11 @@ def fresh_storage(value, sizes, strides):
     return layout.fresh(value.reshape(sizes), sizes, strides, layout.storage_elems(sizes, strides))
 
 
+_empty_strided = torch.empty_strided
+_set_buffer = storage.set_buffer
+_storage_key = storage.storage_key
+
+
 def wrap(buf, sizes, strides, dtype, device) -> torch.Tensor:
     """A new neuron tensor (sizes, strides) whose storage holds the flat buffer `buf` (None: its
     buffer comes later, a queued op's)."""
@@ -295,16 +301,20 @@ def finish(plan: Plan, outs, storages: StorageInputs, argument, device, what: st
 
 
 def fresh_tensors(fresh: list, bufs, device, what: str) -> list:
-    """A new tensor per FreshOutput, holding its buffer (a Pending one for a queued op)."""
+    """A new tensor per FreshOutput, holding its buffer (`bufs` None: their buffers come later, a
+    queued op's)."""
     tensors = []
     try:
-        for out, buf in zip(fresh, bufs):
-            t = wrap(buf, out.sizes, out.strides, out.dtype, device)
-            if out.is_neg:
+        # (unpacked as a tuple: a NamedTuple's field reads cost a call each, on every eager op)
+        for i, (sizes, strides, dtype, is_neg, is_conj, on_cpu) in enumerate(fresh):
+            t = _empty_strided(sizes, strides, dtype=dtype, device=device)
+            if bufs is not None:
+                _set_buffer(_storage_key(t), bufs[i])
+            if is_neg:
                 t = torch._neg_view(t)
-            if out.is_conj:
+            if is_conj:
                 t = torch._conj(t)
-            if out.on_cpu:
+            if on_cpu:
                 t = t.cpu()
             tensors.append(t)
     except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
