@@ -1,6 +1,7 @@
 """Run a function on CPU tensors and on their neuron copies; compare, and prove it ran on the device."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import torch_neuronx
@@ -47,3 +48,17 @@ def check_device(fn, *args, atol=None, rtol=None, family=None, must_run=None, al
         assert g.shape == w.shape, (g.shape, w.shape)
         torch.testing.assert_close(g.cpu(), w, equal_nan=True, **tolerance(w, atol, rtol, family))
     return got
+
+
+def check_device_float(name, fn, args, family=None, dtype=torch.float32, no_low_precision=()):
+    """check_device of fn on args converted to dtype, the op `name` run on the device (tests/tolerances.py's
+    entry `family`; bfloat16: torch's defaults). An op in no_low_precision has no bfloat16 CPU kernel: in
+    bfloat16 the device refuses it as the CPU does (NotImplementedError)."""
+    args = tuple(a.to(dtype) for a in args)
+    if dtype == torch.bfloat16 and name in no_low_precision:
+        with pytest.raises(NotImplementedError):
+            fn(*args)
+        with pytest.raises(NotImplementedError):
+            fn(*(a.to("neuron") for a in args))
+        return
+    check_device(fn, *args, must_run=[name], family=family)

@@ -176,21 +176,12 @@ def check_lowering(op, *args, atol=None, rtol=None, family=None, skip_modes=None
 
 
 # ---- the short helpers the tests/test_lowerings_*.py files share (conftest's lowering_mode detection
-# counts a test that calls `chk` as a check_lowering user: chk calls check_lowering)
+# counts a test that calls `chk` as a check_lowering user: chk calls check_lowering; their test data:
+# tests/helpers.py's randn, randint)
 
 def chk(op, *args, **kwargs):
     """check_lowering by the tests' short name (torch's default tolerances unless atol/rtol or a family is given)."""
     check_lowering(op, *args, **kwargs)
-
-
-def randn(*shape, dtype=torch.float32):
-    """torch.randn(*shape) (the global generator) cast to dtype."""
-    return torch.randn(*shape).to(dtype)
-
-
-def randint(*shape, dtype=torch.int64, high=10):
-    """Integers in [-high, high) of this shape (the global generator), cast to dtype."""
-    return torch.randint(-high, high, shape).to(dtype)
 
 
 def dev(fn, *args, must_run, **kwargs):
@@ -710,3 +701,15 @@ def tolerance(expected, atol=None, rtol=None, family=None) -> dict:
     from tolerances import tol
 
     return tol(family, expected.dtype, expected)
+
+
+def compare_outputs(expected, got, family=None, **tol):
+    """Outputs of a lowering (None where masked off) against PyTorch's: same dtype (no cast), shape, values
+    (within tolerance(...)'s rtol/atol: the explicit ones in tol, else the entry `family`)."""
+    assert len(expected) == len(got), (len(expected), len(got))
+    for e, g in zip(expected, got):
+        if e is None:
+            assert g is None
+            continue
+        assert g is not None and tuple(g.shape) == tuple(e.shape), (None if g is None else g.shape, e.shape)
+        torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, family=family, **tol))

@@ -48,6 +48,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see tests/conftest.py
 import torch  # noqa: E402  (autoloads torch_neuronx)
 
 import torch_neuronx  # noqa: E402
+from helpers import gen  # noqa: E402
 
 DEVICE = "neuron"
 DEFAULT_MAX_SAMPLES = 8
@@ -686,11 +687,6 @@ SIGMAS = 6.0
 DISTRIBUTION_DTYPES = (torch.float32, torch.bfloat16)
 
 
-def _inputs(seed=0) -> torch.Generator:
-    """The CPU generator our own inputs are drawn from (independent of the global seed)."""
-    return torch.Generator().manual_seed(seed)
-
-
 def _draw(out, dtype, what) -> torch.Tensor:
     """A device result as float64 on the CPU, after checking that it is a neuron tensor of `dtype`."""
     if not isinstance(out, torch.Tensor):
@@ -973,7 +969,7 @@ _SELU_SATURATION = -1.0507009873554805 * 1.6732632423543772
 
 def _check_alpha_dropout_like(op, dtype, shape, what):
     p = 0.3
-    x = torch.randn(shape, generator=_inputs(), dtype=torch.float64)
+    x = torch.randn(shape, generator=gen(0), dtype=torch.float64)
     x = ((x - x.mean()) / x.std()).to(dtype)
     y = _draw(op(x.to(DEVICE), p=p, training=True), dtype, what)
     if y.shape != x.shape:
@@ -1006,7 +1002,7 @@ def _check_feature_alpha_dropout(op, dtype, ref):
 def _check_rrelu(op, dtype, ref):
     lo, hi = 0.1, 0.3
     what = "rrelu(x, 0.1, 0.3, training=True)"
-    x = torch.randn(DRAWS, generator=_inputs(), dtype=torch.float64)
+    x = torch.randn(DRAWS, generator=gen(0), dtype=torch.float64)
     x = torch.where(x.abs() < 1e-2, 1.0, x).to(dtype)  # slopes y / x well defined
     y = _draw(op(x.to(DEVICE), lower=lo, upper=hi, training=True), dtype, what)
     xd = x.double()
@@ -1036,7 +1032,7 @@ def _check_fractional_max_pool(op, dtype, ref, nsp, grid):
     the grid's resolution). With the draws given (_random_samples), the device must equal the CPU."""
     what = f"fractional_max_pool{nsp}d(x, 3, output_size=3)"
     size = (6,) * nsp  # output 3 per dim from windows of 3: two window sequences per dim
-    plane = (torch.randperm(6 ** nsp, generator=_inputs()) + 1).to(dtype).reshape(size)  # distinct, exact
+    plane = (torch.randperm(6 ** nsp, generator=gen(0)) + 1).to(dtype).reshape(size)  # distinct, exact
     u = (torch.arange(grid, dtype=torch.float64) + 0.5) / grid
     us = torch.cartesian_prod(*([u] * nsp)).reshape(-1, nsp)
     m = us.shape[0]
@@ -1079,7 +1075,7 @@ def _check_lowrank(op, dtype, pca):
     """svd_lowrank / pca_lowrank of an exactly low-rank matrix (a @ b.mT, rank 3): with q >= 3 the
     random projection loses nothing, so U diag(S) V^T reconstructs the (centered) matrix and S are
     its singular values (the CPU's svdvals), within float32 rounding; U and V are orthonormal."""
-    g = _inputs()
+    g = gen(0)
     a = torch.randn(64, 3, generator=g, dtype=dtype)
     b = torch.randn(48, 3, generator=g, dtype=dtype)
     full = a @ b.mT

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import torch_neuronx
+from helpers import randn, run_python
 from torch_neuronx import cache, metrics
 from torch_neuronx.cache import keys, store
 from torch_neuronx.compile import graph
@@ -53,14 +54,11 @@ def op_entries(folder, name=None) -> list[pathlib.Path]:
     return out
 
 
-def run_python(code: str, folder, **env) -> subprocess.CompletedProcess:
-    full = {**os.environ, cache.DIR_ENV: str(folder), "PYTHONHASHSEED": "random", **NO_FUSION, **env}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full, timeout=600)
-
-
-def _x(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+def run_with_cache(code: str, folder, **env) -> subprocess.CompletedProcess:
+    """`code` (dedented) in a child interpreter whose executable cache is `folder` (random hash seeds,
+    each op its own launch), env's variables set on top."""
+    return run_python(textwrap.dedent(code), timeout=600,
+                      **{cache.DIR_ENV: str(folder), "PYTHONHASHSEED": "random", **NO_FUSION, **env})
 
 
 # ---- keys
@@ -157,14 +155,14 @@ def test_a_new_process_elsewhere_loads_eager_ops_and_graphs_from_a_copied_folder
     import shutil
 
     original = tmp_path / "original_place"
-    cold_run = run_python(code, original)
+    cold_run = run_with_cache(code, original)
     assert cold_run.returncode == 0, cold_run.stderr
     cold = json.loads(cold_run.stdout.splitlines()[-1])
     for path in entries(original):
         assert str(tmp_path).encode() not in path.read_bytes()
     copy = tmp_path / "elsewhere" / "copied"
     shutil.copytree(original, copy)
-    warm_run = run_python(code, copy)
+    warm_run = run_with_cache(code, copy)
     assert warm_run.returncode == 0, warm_run.stderr
     warm = json.loads(warm_run.stdout.splitlines()[-1])
     x = torch.arange(24.).reshape(4, 6)
@@ -182,7 +180,7 @@ def test_a_new_process_elsewhere_loads_eager_ops_and_graphs_from_a_copied_folder
 
 
 def test_neuron_0_and_neuron_1_share_one_entry(fresh_cache):
-    x = _x(5, 7)
+    x = randn(5, 7, seed=0)
     y0 = (x.to("neuron:0") * 3).cpu()
     n = len(op_entries(fresh_cache, "aten.mul.Tensor"))
     executor.clear_cache()
@@ -221,7 +219,7 @@ def _damage(path: pathlib.Path, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["truncated", "flipped", "wrong header", "another key", "unloadable"])
 def test_a_bad_entry_is_removed_and_compiled_again(fresh_cache, how):
-    x = _x(6, 3)
+    x = randn(6, 3, seed=0)
     torch.testing.assert_close((x.to("neuron") * 5).cpu(), x * 5)
     (path,) = op_entries(fresh_cache, "aten.mul.Tensor")
     _damage(path, how)
@@ -249,7 +247,7 @@ def test_loading_that_does_not_work_on_this_host_turns_the_disk_layer_off(fresh_
         raise RuntimeError("INVALID_ARGUMENT: the executable was compiled for other CPU features")
 
     monkeypatch.setattr(executables, "load", rejected)
-    x = _x(4, 4)
+    x = randn(4, 4, seed=0)
     with pytest.warns(RuntimeWarning, match="do not load from the disk cache on this host"):
         got = (x.to("neuron") - 2).cpu()
     torch.testing.assert_close(got, x - 2)
@@ -303,7 +301,7 @@ def test_an_unwritable_folder_warns_once_and_the_run_goes_on(monkeypatch):
     monkeypatch.setenv(cache.DIR_ENV, "/sys/neff_cache_cannot_be_made")
     cache.reset()
     try:
-        x = _x(3, 9)
+        x = randn(3, 9, seed=0)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.testing.assert_close((x.to("neuron") * 7).cpu(), x * 7)
@@ -329,7 +327,7 @@ def test_a_full_disk_warns_once_and_leaves_no_partial_entry(tmp_path):
         print(json.dumps([doubled, total, sum('cannot write' in str(w.message) for w in caught)]))
     """
     folder = tmp_path / "full"
-    r = run_python(code, folder)
+    r = run_with_cache(code, folder)
     assert r.returncode == 0, r.stderr
     doubled, total, warned = json.loads(r.stdout.splitlines()[-1])
     assert doubled == [2.0 * i for i in range(10)]
@@ -342,8 +340,8 @@ def test_a_full_disk_warns_once_and_leaves_no_partial_entry(tmp_path):
 
 def test_the_disable_switch_writes_nothing(tmp_path):
     folder = tmp_path / "off"
-    r = run_python("import torch\nprint((torch.ones(3).to('neuron') * 4).cpu().tolist())", folder,
-                   TORCH_NEURONX_NEFF_DISABLE_CACHE="1")
+    r = run_with_cache("import torch\nprint((torch.ones(3).to('neuron') * 4).cpu().tolist())", folder,
+                       TORCH_NEURONX_NEFF_DISABLE_CACHE="1")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.splitlines()[-1]) == [4.0, 4.0, 4.0]
     assert not folder.exists()
@@ -356,7 +354,7 @@ def test_the_memory_bound_evicts_the_least_recently_used_and_disk_gives_it_back(
     monkeypatch.setenv(cache.MEMORY_ENTRIES_ENV, "4")
     cache.reset()
     held = cache.executable_cache()
-    x = _x(2, 3).to("neuron")
+    x = randn(2, 3, seed=0).to("neuron")
     y = x * 2  # the oldest
     for k in range(6):  # six more signatures: the first ones leave memory
         torch.testing.assert_close((x[:, : k % 3 + 1] + k).cpu(), x.cpu()[:, : k % 3 + 1] + k)
@@ -374,7 +372,7 @@ def test_the_memory_size_bound(fresh_cache, monkeypatch):
     monkeypatch.setenv(cache.MEMORY_SIZE_ENV, "40K")
     cache.reset()
     held = cache.executable_cache()
-    x = _x(3, 12)
+    x = randn(3, 12, seed=0)
     for k in range(1, 12):  # each a new signature of mul
         torch.testing.assert_close((x.to("neuron")[:, :k] * k).cpu(), x[:, :k] * k)
     assert 0 < held.memory.nbytes <= 40 * 1024
@@ -385,7 +383,7 @@ def test_the_disk_bound_removes_the_least_recently_used(fresh_cache, monkeypatch
     monkeypatch.setenv(cache.MAX_SIZE_ENV, "120K")
     cache.reset()
     disk = cache.executable_cache().disk
-    x = _x(8)
+    x = randn(8, seed=0)
     torch.testing.assert_close((x.to("neuron") * 2).cpu(), x * 2)
     (first,) = op_entries(fresh_cache, "aten.mul.Tensor")
     os.utime(first, (1, 1))  # used long ago: the first to go
@@ -423,7 +421,7 @@ def _(x):
 
 @pytest.mark.cpu_fallback
 def test_a_graph_that_runs_an_op_on_the_host_stays_in_memory(fresh_cache):
-    x = _x(8)
+    x = randn(8, seed=0)
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fallback's own warning
@@ -443,7 +441,7 @@ def _kinds(folder) -> list[str]:
 
 def test_aot_autograd_is_skipped_only_where_its_wrapper_does_nothing(fresh_cache):
     torch._dynamo.reset()
-    x = _x(4, 5)
+    x = randn(4, 5, seed=0)
 
     def pure(a):
         return (a * 2).softmax(-1)
@@ -493,7 +491,7 @@ def test_aot_autograd_is_skipped_only_where_its_wrapper_does_nothing(fresh_cache
 def test_a_dynamo_graph_calling_an_op_packet_qualifies_for_the_aot_record(fresh_cache):
     # torch.ops.aten.add (a packet, not an overload) is the node's target: it has no `namespace`
     torch._dynamo.reset()
-    x = _x(4, 5)
+    x = randn(4, 5, seed=0)
     f = torch.compile(lambda a: torch.ops.aten.add(a, 1).exp(), backend="neuron", fullgraph=True, dynamic=False)
     torch.testing.assert_close(f(x.to("neuron")).cpu(), (x + 1).exp())
     assert _kinds(fresh_cache).count("aot") == 1
@@ -511,7 +509,7 @@ def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
         open(sys.argv[-1] if len(sys.argv) > 1 else %r, 'wb').write(blob)
         print(len(info.neuron_executable_artifacts))
     """ % str(tmp_path / "artifacts.bin")
-    r = run_python(save, tmp_path / "first")
+    r = run_with_cache(save, tmp_path / "first")
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) == 2  # the graph's executable and AOTAutograd's graph
     load = f"""
@@ -520,7 +518,7 @@ def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
         print(len(info.neuron_executable_artifacts))
     """
     fresh = tmp_path / "fresh"
-    r = run_python(load, fresh)
+    r = run_with_cache(load, fresh)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) == 2
     assert _kinds(fresh) == ["aot", "graph"]
@@ -532,7 +530,7 @@ def test_cache_artifacts_carry_graphs_to_a_fresh_folder_and_process(tmp_path):
         d = torch.neuron.get_dynamo_metrics()
         print(d['graphs_compiled'], sum(d['loaded_from_disk'].values()), sum(d['aot_autograd_skipped'].values()))
     """
-    r = run_python(use, fresh)
+    r = run_with_cache(use, fresh)
     assert r.returncode == 0, r.stderr
     value, counts = r.stdout.splitlines()[-2:]
     a = torch.arange(12.).reshape(3, 4) / 7

@@ -9,6 +9,7 @@ import torch
 
 import torch_neuronx
 import torch_neuronx.neuron_dynamo_backend as ndb
+from helpers import randn
 from lowering_harness import check_lowering, run_lowering
 from torch_neuronx.compile import backend as neuron_backend
 from torch_neuronx.compile import clear_cache
@@ -97,7 +98,7 @@ def test_conjugate_and_negative_views(case):
         "neg_view": lambda c: torch._neg_view(c + 1) * 3,
         "resolved": lambda c: (c * 2).conj().resolve_conj() + 1,
     }[case]
-    c = torch.complex(_matrix(3, 2), _matrix(3, 2, seed=6))
+    c = torch.complex(randn(3, 2, seed=5), randn(3, 2, seed=6))
     compiled_vs_cpu(fn, c)
 
 
@@ -114,18 +115,14 @@ def test_conj_lowering_refuses_real_input():
 # ---- linalg.pinv (CompositeExplicitAutogradNonFunctional; its host call also lost its tensor kwargs)
 
 
-def _matrix(*shape, seed=5):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
 @pytest.mark.parametrize("kwargs", [{}, {"rtol": None}, {"rtol": 1.0}, {"rtol": 0.3}, {"atol": 0.5},
                                     {"atol": 0.2, "rtol": 0.1}], ids=str)
 def test_pinv(kwargs):
-    compiled_vs_cpu(lambda x: torch.linalg.pinv(x, **kwargs), _matrix(5, 3))
+    compiled_vs_cpu(lambda x: torch.linalg.pinv(x, **kwargs), randn(5, 3, seed=5))
 
 
 def test_pinv_tensor_tolerances_and_batches():
-    a = _matrix(2, 4, 4)
+    a = randn(2, 4, 4, seed=5)
     rtol = torch.tensor([0.0, 0.5])
     compiled_vs_cpu(lambda x, r: torch.linalg.pinv(x, rtol=r), a, rtol)
     compiled_vs_cpu(lambda x, t: torch.linalg.pinv(x, atol=t), a, torch.tensor(1.0))
@@ -133,7 +130,7 @@ def test_pinv_tensor_tolerances_and_batches():
 
 @pytest.mark.parametrize("kwargs", [{}, {"rtol": 0.3}, {"atol": 2.0}], ids=str)
 def test_pinv_hermitian(kwargs):
-    a = _matrix(4, 4)
+    a = randn(4, 4, seed=5)
     sym = a + a.mT  # indefinite: eigenvalues of both signs
     compiled_vs_cpu(lambda x: torch.linalg.pinv(x, hermitian=True, **kwargs), sym)
 
@@ -150,7 +147,7 @@ def test_pinv_empty():
     ((3, 3), torch.zeros(0, 2, dtype=torch.long)),
 ], ids=str)
 def test_take(shape, index):
-    x = _matrix(*shape) if shape else torch.tensor(1.5)
+    x = randn(*shape, seed=5) if shape else torch.tensor(1.5)
     index = index if isinstance(index, torch.Tensor) else torch.tensor(index)
     compiled_vs_cpu(lambda x, i: torch.take(x * 2, i), x, index)
 
@@ -191,7 +188,7 @@ aten = torch.ops.aten
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky_solve_lowering(dtype, upper):
     L = _factor(4, (2,)).to(dtype)
-    check_lowering(aten.cholesky_solve.default, _matrix(3, 1, 4, 2).to(dtype), L.mT if upper else L, upper)
+    check_lowering(aten.cholesky_solve.default, randn(3, 1, 4, 2, seed=5).to(dtype), L.mT if upper else L, upper)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -200,7 +197,7 @@ def test_cholesky_solve_lowering(dtype, upper):
                                   (torch.tensor([0.3], dtype=torch.float32), torch.tensor([0.2], dtype=torch.float32)),
                                   (None, torch.tensor(0))], ids=str)
 def test_pinv_lowering(dtype, hermitian, tols):
-    a = _matrix(2, 4, 4).to(dtype)
+    a = randn(2, 4, 4, seed=5).to(dtype)
     a = a + a.mT if hermitian else a
     atol, rtol = tols
     # (not check_lowering: pinv's own atol/rtol arguments would shadow its tolerances)
@@ -212,18 +209,18 @@ def test_pinv_lowering(dtype, hermitian, tols):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64])
 def test_take_lowering(dtype):
-    x = (_matrix(3, 4) * 4).to(dtype)
+    x = (randn(3, 4, seed=5) * 4).to(dtype)
     check_lowering(aten.take.default, x, torch.tensor([[0, -1, 5], [11, -12, 3]]))
     check_lowering(aten.take.default, x, torch.tensor(-3))
 
 
 def test_conj_lowerings():
-    c = torch.complex(_matrix(3, 2), _matrix(3, 2, seed=6))
+    c = torch.complex(randn(3, 2, seed=5), randn(3, 2, seed=6))
     check_lowering(aten._conj_physical.default, c)
-    check_lowering(aten._conj_physical.default, _matrix(3))
+    check_lowering(aten._conj_physical.default, randn(3, seed=5))
     got = run_lowering(aten._conj.default, c)
     assert not got.is_conj() and torch.equal(got, c.conj().resolve_conj())
-    x = _matrix(4)
+    x = randn(4, seed=5)
     assert torch.equal(run_lowering(aten._neg_view.default, x), -x)
     with pytest.raises(RuntimeError, match="neg_cpu"):
         run_lowering(aten._neg_view.default, torch.tensor([True]))

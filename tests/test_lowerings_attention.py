@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from lowering_harness import randn, run_lowering, tolerance  # noqa: E402
+from helpers import randn  # noqa: E402
+from lowering_harness import compare_outputs, run_lowering, tolerance  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
@@ -63,17 +64,6 @@ def _math_mask(bias, dtype=None):
     if bias is None or bias.dtype != torch.bool:
         return bias
     return torch.zeros(bias.shape, dtype=dtype).masked_fill(~bias, -INF)
-
-
-def compare_outputs(expected, got, family=None, **tol):
-    """Outputs of a lowering (None where masked off) against PyTorch's: same dtype (no cast), shape, values."""
-    assert len(expected) == len(got)
-    for e, g in zip(expected, got):
-        if e is None:
-            assert g is None
-            continue
-        assert g is not None and tuple(g.shape) == tuple(e.shape)
-        torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, family=family, **tol))
 
 
 SDPA_BWD = aten._scaled_dot_product_fused_attention_overrideable_backward.default

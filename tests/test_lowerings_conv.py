@@ -12,7 +12,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, randn, run_lowering, tolerance  # noqa: E402
+from helpers import randn  # noqa: E402
+from lowering_harness import check_lowering, compare_outputs, run_lowering  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
@@ -32,17 +33,6 @@ CONVS = [
     ((2, 3, 7), (3, 2, 3), [3], [4], [1], True, [2], 1),  # padding larger than the kernel reach
     ((1, 2, 3, 4, 3), (2, 2, 2, 3, 2), [2, 1, 2], [0, 1, 0], [1, 1, 1], True, [1, 0, 1], 1),
 ]
-
-
-def compare(expected, got, family=None, **tol):
-    """Outputs of a lowering (None where masked off) against PyTorch's: same dtype (no cast), shape, values."""
-    assert len(expected) == len(got), (len(expected), len(got))
-    for e, g in zip(expected, got):
-        if e is None:
-            assert g is None
-            continue
-        assert g is not None and tuple(g.shape) == tuple(e.shape), (None if g is None else g.shape, e.shape)
-        torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, family=family, **tol))
 
 
 UNFOLDS = [  # kernel, dilation, padding, stride
@@ -121,8 +111,8 @@ def test_convolution_backward(cfg, none_ok):
     if cfg not in (CONVS[2], CONVS[6]):
         return
     for mask in ([True, False, False], [False, True, True]):
-        compare(aten.convolution_backward.default(*args, mask), none_ok(aten.convolution_backward.default, *args, mask),
-                family="conv")
+        compare_outputs(aten.convolution_backward.default(*args, mask),
+                        none_ok(aten.convolution_backward.default, *args, mask), family="conv")
 
 
 def test_convolution_backward_bfloat16():

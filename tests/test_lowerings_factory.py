@@ -8,23 +8,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+from helpers import randint, randn  # noqa: E402
 from lowering_harness import check_lowering, run_lowering  # noqa: E402
 
 aten = torch.ops.aten
 BF = torch.bfloat16
 F32 = torch.float32
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
-
-
-def randint(*shape, lo=-20, hi=20, dtype=torch.int32, seed=0):
-    return torch.randint(lo, hi, shape, generator=gen(seed)).to(dtype)
-
-
-def randn(*shape, dtype=F32, scale=1.0, seed=0):
-    return (torch.randn(*shape, generator=gen(seed)) * scale).to(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,7 +74,7 @@ def test_eye_full_zeros_ones():
 
 
 def test_like_and_new():
-    x = randint(2, 3, dtype=torch.int16)
+    x = randint(2, 3, dtype=torch.int16, seed=0)
     check_lowering(aten.full_like.default, x, 4)
     check_lowering(aten.full_like.default, x, 4.5, dtype=torch.float32)
     check_lowering(aten.zeros_like.default, x)
@@ -96,11 +85,11 @@ def test_like_and_new():
 
 
 def test_fill_zero():
-    x = randn(2, 3)
+    x = randn(2, 3, seed=0)
     check_lowering(aten.fill.Scalar, x, 0.25)
     check_lowering(aten.fill.Tensor, x, torch.tensor(-3.0))
-    check_lowering(aten.fill_.Scalar, randn(2, 3), 0.25)
-    check_lowering(aten.fill_.Scalar, randint(4), 2.9)
-    check_lowering(aten.fill_.Tensor, randn(2, 3).to(BF), torch.tensor(1.5))
-    check_lowering(aten.zero_.default, randn(2, 3))
-    check_lowering(aten.zero.default, randint(5, dtype=torch.uint8, lo=0))
+    check_lowering(aten.fill_.Scalar, randn(2, 3, seed=0), 0.25)
+    check_lowering(aten.fill_.Scalar, randint(4, seed=0), 2.9)
+    check_lowering(aten.fill_.Tensor, randn(2, 3, seed=0).to(BF), torch.tensor(1.5))
+    check_lowering(aten.zero_.default, randn(2, 3, seed=0))
+    check_lowering(aten.zero.default, randint(5, dtype=torch.uint8, lo=0, seed=0))

@@ -17,7 +17,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, chk, dev, randint, randn, run_lowering, tolerance  # noqa: E402
+from helpers import randint, randn  # noqa: E402
+from lowering_harness import check_lowering, chk, dev, run_lowering, tolerance  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 warnings.filterwarnings("ignore", message="index_reduce.. is in beta")
@@ -97,7 +98,7 @@ def test_index_tensor():
     chk(aten.index.Tensor, x, [j, i])  # broadcast index tensors
     chk(aten.index.Tensor, x, [i, None, torch.tensor([1, 2, 3])])  # advanced dims go first
     chk(aten.index.Tensor, x, [None, j, i])
-    chk(aten.index.Tensor, randint(4, 4), [torch.tensor(2)])
+    chk(aten.index.Tensor, randint(4, 4, lo=-10, hi=10, dtype=torch.int64), [torch.tensor(2)])
     chk(aten.index.Tensor, x.bfloat16(), [torch.tensor([[0, 1], [2, 3]])])
     with pytest.raises(NotImplementedError, match="mask"):
         run_lowering(aten.index.Tensor, x, [torch.tensor([True, False, True, False, True])])
@@ -115,7 +116,8 @@ def test_index_put():
     chk(aten.index_put.default, x, [dup], randn(4, 6), True)
     chk(aten.index_put.default, x, [dup, torch.tensor([0, 0, 2, 0])], randn(4), True)
     chk(aten.index_put.default, x.bfloat16(), [dup], randn(4, 6).bfloat16(), True, family="accumulate_16bit")
-    chk(aten.index_put.default, randint(5, 6), [i], randint(3, 6), True)
+    chk(aten.index_put.default, randint(5, 6, lo=-10, hi=10, dtype=torch.int64), [i],
+        randint(3, 6, lo=-10, hi=10, dtype=torch.int64), True)
     chk(aten.index_put.default, randn(3, 4, 5), [torch.tensor([[0], [2]]), None, torch.tensor([1, 4])], randn(2, 2, 4))
 
 
@@ -157,7 +159,8 @@ def test_scatter(dtype):
     dup = torch.randint(0, 6, (4, 7, 5))
     src2 = (randn(4, 7, 5) * 10).to(dtype)
     chk(aten.scatter_add.default, x, 1, dup, src2)
-    small = (randn(4, 7, 5) * 0.5 + 1).to(dtype) if dtype.is_floating_point else randint(4, 7, 5, high=2).to(dtype)
+    small = ((randn(4, 7, 5) * 0.5 + 1).to(dtype) if dtype.is_floating_point
+             else randint(4, 7, 5, lo=-2, hi=2, dtype=torch.int64).to(dtype))
     chk(aten.scatter.reduce, x, 1, dup, small, reduce="multiply")
     if dtype == torch.float32:
         chk(aten.scatter.src, x, -1, _perm_index((2, 4, 3), 2, 5), src)
@@ -179,7 +182,8 @@ def test_scatter_reduce(reduce):
         x = (randn(4, 6) * 5).to(dtype)
         src = (randn(4, 9) * 5).to(dtype)
         if reduce == "prod":
-            src = (randn(4, 9) * 0.5 + 1).to(dtype) if dtype.is_floating_point else randint(4, 9, high=3)
+            src = ((randn(4, 9) * 0.5 + 1).to(dtype) if dtype.is_floating_point
+                   else randint(4, 9, lo=-3, hi=3, dtype=torch.int64))
         chk(aten.scatter_reduce.two, x, 1, idx, src, reduce, include_self=include_self)
     chk(aten.scatter_reduce.two, x.float(), 0, idx[:3, :6] % 4, src.float(), reduce)
 

@@ -1,6 +1,7 @@
 """Lowerings of ops/linalg.py (matrix products, trace): each compared with PyTorch's CPU kernel as a
 pure jax function (tests/lowering_harness.py) and, where the op reaches eager, the user-level call
 run on the neuron device vs the CPU with no CPU fallback (tests/device_harness.py)."""
+import functools
 import os
 import sys
 
@@ -10,7 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from lowering_harness import chk, dev, randint, randn, run_lowering, tolerance  # noqa: E402
+from helpers import randint, randn  # noqa: E402
+from lowering_harness import chk, dev, run_lowering, tolerance  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
@@ -41,8 +43,8 @@ def test_mm_float32_is_full_precision():
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 def test_mm_int(dtype):
-    chk(aten.mm.default, randint(5, 6, dtype=dtype), randint(6, 4, dtype=dtype))
-    chk(aten.bmm.default, randint(2, 5, 6, dtype=dtype), randint(2, 6, 4, dtype=dtype))
+    chk(aten.mm.default, randint(5, 6, dtype=dtype, lo=-10, hi=10), randint(6, 4, dtype=dtype, lo=-10, hi=10))
+    chk(aten.bmm.default, randint(2, 5, 6, dtype=dtype, lo=-10, hi=10), randint(2, 6, 4, dtype=dtype, lo=-10, hi=10))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -73,12 +75,13 @@ def test_addmm_zero_beta_alpha_ignore_nan():
 
 
 def test_addmm_int():
-    chk(aten.addmm.default, randint(4, 5), randint(4, 3), randint(3, 5), beta=2, alpha=3)
+    ints = functools.partial(randint, lo=-10, hi=10, dtype=torch.int64)
+    chk(aten.addmm.default, ints(4, 5), ints(4, 3), ints(3, 5), beta=2, alpha=3)
     # fractional Scalars are truncated to the integer type first (0.6 -> 0, 2.6 -> 2), as ATen does
-    chk(aten.addmm.default, randint(4, 5), randint(4, 3), randint(3, 5), beta=1.7, alpha=2.6)
-    chk(aten.addmv.default, randint(4), randint(4, 3), randint(3), beta=0.2, alpha=0.6)
-    chk(aten.baddbmm.default, randint(2, 4, 5), randint(2, 4, 3), randint(2, 3, 5), beta=1.5, alpha=-2.5)
-    chk(aten.addbmm.default, randint(4, 5), randint(2, 4, 3), randint(2, 3, 5), beta=0.9, alpha=3.2)
+    chk(aten.addmm.default, ints(4, 5), ints(4, 3), ints(3, 5), beta=1.7, alpha=2.6)
+    chk(aten.addmv.default, ints(4), ints(4, 3), ints(3), beta=0.2, alpha=0.6)
+    chk(aten.baddbmm.default, ints(2, 4, 5), ints(2, 4, 3), ints(2, 3, 5), beta=1.5, alpha=-2.5)
+    chk(aten.addbmm.default, ints(4, 5), ints(2, 4, 3), ints(2, 3, 5), beta=0.9, alpha=3.2)
 
 
 def test_trace():

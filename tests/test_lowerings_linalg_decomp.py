@@ -4,6 +4,7 @@ that reach it run on the neuron device vs the CPU (tests/device_harness.py).
 
 Singular vectors and eigenvectors are unique only up to sign (phase): those are checked through
 invariants (reconstruction, orthogonality); values (S, eigenvalues, det, inverse...) directly."""
+import functools
 import os
 import sys
 
@@ -14,6 +15,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
+from helpers import gen, randn  # noqa: E402
 from lowering_harness import check_lowering, run_lowering, tolerance  # noqa: E402
 import tolerances  # noqa: E402
 
@@ -27,13 +29,12 @@ def tol(dtype):
     return tolerances.tol("linalg", dtype)
 
 
-def randn(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+# the file's matrices: float64 draws, rounded to the dtype under test (every dtype sees the same matrix)
+randn64 = functools.partial(randn, drawn_in=torch.float64)
 
 
 def spd(*shape, dtype=torch.float32, seed=0):
-    a = randn(*shape, dtype=torch.float64, seed=seed)
+    a = randn64(*shape, dtype=torch.float64, seed=seed)
     n = shape[-1]
     return (a @ a.mT + n * torch.eye(n, dtype=torch.float64)).to(dtype)
 
@@ -41,7 +42,7 @@ def spd(*shape, dtype=torch.float32, seed=0):
 def well(*shape, dtype=torch.float32, seed=0):
     """A well-conditioned square matrix (no pivot ties)."""
     n = shape[-1]
-    return (randn(*shape, dtype=torch.float64, seed=seed) + 3 * torch.eye(n, dtype=torch.float64)).to(dtype)
+    return (randn64(*shape, dtype=torch.float64, seed=seed) + 3 * torch.eye(n, dtype=torch.float64)).to(dtype)
 
 
 def close(a, b, **kw):
@@ -59,7 +60,7 @@ def eye_like(x, n):
 @pytest.mark.parametrize("shape", [(4, 3), (3, 5), (2, 4, 4)])
 @pytest.mark.parametrize("full", [False, True])
 def test_svd(dtype, shape, full):
-    A = randn(*shape, dtype=dtype)
+    A = randn64(*shape, dtype=dtype, seed=0)
     U, S, Vh = run_lowering(aten._linalg_svd.default, A, full, True)
     eU, eS, eVh = aten._linalg_svd.default(A, full, True)
     assert U.shape == eU.shape and S.shape == eS.shape and Vh.shape == eVh.shape
@@ -72,11 +73,11 @@ def test_svd(dtype, shape, full):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_svd_values_only(dtype):
-    check_lowering(aten._linalg_svd.default, randn(2, 5, 3, dtype=dtype), False, False, **tol(dtype))
+    check_lowering(aten._linalg_svd.default, randn64(2, 5, 3, dtype=dtype, seed=0), False, False, **tol(dtype))
 
 
 def test_svd_device():
-    A = randn(5, 3)
+    A = randn64(5, 3, seed=0)
     f = lambda a: torch.linalg.svdvals(a)  # noqa: E731
     check_device(f, A, must_run=["aten._linalg_svd.default"])
     g = lambda a: (lambda u, s, vh: (s, u @ torch.diag(s) @ vh))(*torch.linalg.svd(a, full_matrices=False))  # noqa: E731
@@ -89,7 +90,7 @@ def test_svd_device():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_eigh(dtype, uplo):
-    A = randn(2, 4, 4, dtype=dtype)
+    A = randn64(2, 4, 4, dtype=dtype, seed=0)
     # only the UPLO triangle is read: the other one holds garbage
     S = spd(2, 4, 4, dtype=dtype) - 5 * torch.eye(4, dtype=dtype)
     garb = torch.tril(S) + torch.triu(A, 1) if uplo == "L" else torch.triu(S) + torch.tril(A, -1)
@@ -136,7 +137,7 @@ def test_inv_device():
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
 def test_qr(dtype, shape, mode):
-    A = randn(*shape, dtype=dtype)
+    A = randn64(*shape, dtype=dtype, seed=0)
     Q, R = run_lowering(aten.linalg_qr.default, A, mode)
     eQ, eR = aten.linalg_qr.default(A, mode)
     assert Q.shape == eQ.shape and R.shape == eR.shape
@@ -148,7 +149,7 @@ def test_qr(dtype, shape, mode):
 
 
 def test_qr_device():
-    A = randn(5, 3)
+    A = randn64(5, 3, seed=0)
     f = lambda a: (lambda q, r: (q @ r, r.abs()))(*torch.linalg.qr(a))  # noqa: E731
     check_device(f, A, must_run=["aten.linalg_qr.default"])
 
@@ -162,12 +163,12 @@ def test_qr_device():
     ((2, 3, 3), (3, 4), True), ((3, 3), (2, 3), False), ((2, 3, 3), (1, 4, 3), False),
 ])
 def test_solve(dtype, ashape, bshape, left):
-    check_lowering(aten._linalg_solve_ex.default, well(*ashape, dtype=dtype), randn(*bshape, dtype=dtype, seed=1),
+    check_lowering(aten._linalg_solve_ex.default, well(*ashape, dtype=dtype), randn64(*bshape, dtype=dtype, seed=1),
                    left=left, **tol(dtype))
 
 
 def test_solve_device():
-    A, B = well(3, 3), randn(3, 2, seed=1)
+    A, B = well(3, 3), randn64(3, 2, seed=1)
     check_device(torch.linalg.solve, A, B, must_run=["aten._linalg_solve_ex.default"])
     check_device(lambda a, b: torch.linalg.solve(a, b, left=False), A, B.mT,
                  must_run=["aten._linalg_solve_ex.default"])
@@ -180,7 +181,8 @@ def test_solve_device():
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky(dtype, upper):
     S = spd(2, 4, 4, dtype=dtype)
-    garb = S + (torch.triu(randn(4, 4, dtype=dtype), 1) if not upper else torch.tril(randn(4, 4, dtype=dtype), -1))
+    garb = S + (torch.triu(randn64(4, 4, dtype=dtype, seed=0), 1) if not upper
+                else torch.tril(randn64(4, 4, dtype=dtype, seed=0), -1))
     check_lowering(aten.linalg_cholesky_ex.default, garb, upper=upper, **tol(dtype))
 
 
@@ -204,7 +206,7 @@ def test_cholesky_device():
 # _linalg_det / _linalg_slogdet
 
 DET_INPUTS = {
-    "random": lambda d: randn(2, 4, 4, dtype=d),
+    "random": lambda d: randn64(2, 4, 4, dtype=d, seed=0),
     "singular": lambda d: torch.tensor([[1.0, 2.0, 0.0], [3.0, 4.0, 0.0], [5.0, 6.0, 0.0]], dtype=d),
     "negative": lambda d: torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=d),
     "empty": lambda d: torch.zeros(0, 0, dtype=d),
@@ -220,7 +222,7 @@ def test_det(dtype, which):
 
 
 def test_det_device():
-    A = randn(2, 3, 3)
+    A = randn64(2, 3, 3, seed=0)
     check_device(torch.linalg.det, A, must_run=["aten._linalg_det.default"])
     check_device(torch.linalg.slogdet, A, must_run=["aten._linalg_slogdet.default"])
 
@@ -231,7 +233,7 @@ def test_det_device():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(4, 4), (2, 5, 3), (3, 5)])
 def test_lu_factor(dtype, shape):
-    check_lowering(aten.linalg_lu_factor_ex.default, randn(*shape, dtype=dtype), **tol(dtype))
+    check_lowering(aten.linalg_lu_factor_ex.default, randn64(*shape, dtype=dtype, seed=0), **tol(dtype))
 
 
 def test_lu_factor_singular_info():
@@ -240,7 +242,7 @@ def test_lu_factor_singular_info():
 
 
 def test_lu_factor_device():
-    check_device(torch.linalg.lu_factor, randn(2, 4, 4),
+    check_device(torch.linalg.lu_factor, randn64(2, 4, 4, seed=0),
                  must_run=["aten.linalg_lu_factor_ex.default"])
 
 
@@ -249,7 +251,7 @@ def test_lu_factor_device():
 
 def test_complex():
     tc = {}  # complex64: torch's defaults (measured abs <= 2.9e-6 on |values| <= 10)
-    c = randn(3, 3, dtype=torch.float64).to(torch.complex64) + 1j * randn(3, 3, seed=2).to(torch.complex64)
+    c = randn64(3, 3, dtype=torch.float64, seed=0).to(torch.complex64) + 1j * randn64(3, 3, seed=2).to(torch.complex64)
     for op, args in [(aten._linalg_det.default, (c,)), (aten._linalg_slogdet.default, (c,)),
                      (aten.linalg_inv_ex.default, (c,)), (aten.linalg_lu_factor_ex.default, (c,)),
                      (aten._linalg_solve_ex.default, (c, c[:, :2].clone()))]:
@@ -279,20 +281,20 @@ def test_singular_errors_device(fn):
 # helpers for the solvers and factorizations below
 
 def crandn(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = gen(seed)
     return torch.complex(torch.randn(*shape, generator=g, dtype=torch.float64),
                          torch.randn(*shape, generator=g, dtype=torch.float64))
 
 
 def symmetric(*shape, dtype=torch.float64, seed=0):
     """A symmetric indefinite matrix (Bunch-Kaufman picks 2x2 pivot blocks for some of them)."""
-    a = randn(*shape, dtype=torch.float64, seed=seed)
+    a = randn64(*shape, dtype=torch.float64, seed=seed)
     return (a + a.mT).to(dtype)
 
 
 def garbage_above(factor, upper=False, seed=5):
     """A triangular factor with garbage in the triangle the op must not read."""
-    junk = randn(*factor.shape, dtype=torch.float64, seed=seed).to(factor.dtype)
+    junk = randn64(*factor.shape, dtype=torch.float64, seed=seed).to(factor.dtype)
     return factor + (torch.tril(junk, -1) if upper else torch.triu(junk, 1))
 
 
@@ -322,13 +324,13 @@ def test_cholesky_solve(dtype, upper):
         a = crandn(2, 4, 4)
         S, B = a @ a.mH + 4 * torch.eye(4), crandn(2, 4, 3, seed=1)
     else:
-        S, B = spd(2, 4, 4, dtype=dtype), randn(2, 4, 3, dtype=dtype, seed=1)
+        S, B = spd(2, 4, 4, dtype=dtype), randn64(2, 4, 3, dtype=dtype, seed=1)
     factor = torch.linalg.cholesky(S, upper=upper).resolve_conj()
     check_lowering(aten._cholesky_solve_helper.default, B, garbage_above(factor, upper), upper, **tol(dtype))
 
 
 def test_cholesky_solve_device():
-    L, B = torch.linalg.cholesky(spd(4, 4)), randn(2, 4, 3, seed=1)
+    L, B = torch.linalg.cholesky(spd(4, 4)), randn64(2, 4, 3, seed=1)
     # cholesky_solve has its own lowering (compiled graphs hold it whole), which eager uses too
     check_device(torch.cholesky_solve, B, L, must_run=["aten.cholesky_solve.default"])
     check_device(lambda b, u: torch.cholesky_solve(b, u, upper=True), B, L.mT.contiguous(),
@@ -340,7 +342,7 @@ def test_cholesky_solve_device():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex128, slow(torch.float64)])
 def test_eig(dtype):
-    A = crandn(2, 5, 5) if dtype.is_complex else randn(2, 5, 5, dtype=dtype)
+    A = crandn(2, 5, 5) if dtype.is_complex else randn64(2, 5, 5, dtype=dtype, seed=0)
     t = tol(torch.float32 if dtype == torch.float32 else torch.float64)
     check_lowering(aten._linalg_eigvals.default, A, **t)
     w, V = run_lowering(aten.linalg_eig.default, A)
@@ -352,7 +354,7 @@ def test_eig(dtype):
 
 
 def test_eig_device():
-    A = randn(5, 5)
+    A = randn64(5, 5, seed=0)
     check_device(torch.linalg.eigvals, A, must_run=["aten._linalg_eigvals.default"])
     check_device(lambda a: (lambda w, v: (w, v.abs()))(*torch.linalg.eig(a)), A,
                  must_run=["aten.linalg_eig.default"])
@@ -401,14 +403,14 @@ def test_cholesky_ops_device():
 
 def test_conj_physical():
     check_lowering(aten.conj_physical.default, crandn(3, 4).to(torch.complex64))
-    check_lowering(aten.conj_physical.default, randn(3, 4))
+    check_lowering(aten.conj_physical.default, randn64(3, 4, seed=0))
 
 
 def test_conj_physical_device():
     c = crandn(3, 4).to(torch.complex64)
     # conj_physical -> _conj_physical (lowered: compiled graphs hold it), no longer through conj_physical.out
     check_device(torch.conj_physical, c, must_run=["aten._conj_physical.default"])
-    x = randn(4, 6)
+    x = randn64(4, 6, seed=0)
     check_device(torch.fft.ihfft2, x, must_run=["aten._conj_physical.default"])
     check_device(torch.fft.ihfftn, torch.arange(24).reshape(2, 3, 4),
                  must_run=["aten._conj_physical.default"])
@@ -421,14 +423,14 @@ def test_conj_physical_device():
                                          (torch.float32, (0, 3)), slow(torch.float64, (2, 0, 3, 3)),
                                          slow(torch.float64, (2, 4, 4))])
 def test_geqrf(dtype, shape):
-    check_lowering(aten.geqrf.default, randn(*shape, dtype=dtype), **tol(dtype))
+    check_lowering(aten.geqrf.default, randn64(*shape, dtype=dtype, seed=0), **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, slow(torch.float64)])
 @pytest.mark.parametrize("shape,k", [((6, 4), 4), ((5, 4), 2), ((2, 1, 5, 3), 3), ((0, 0), 0), slow((5, 5), 5),
                                      slow((4, 4), 0)])
 def test_householder_product(dtype, shape, k):
-    A, tau = randn(*shape, dtype=dtype), randn(*shape[:-2], k, dtype=dtype, seed=1)
+    A, tau = randn64(*shape, dtype=dtype, seed=0), randn64(*shape[:-2], k, dtype=dtype, seed=1)
     check_lowering(aten.linalg_householder_product.default, A, tau, **tol(dtype))
 
 
@@ -437,27 +439,27 @@ def test_householder_product(dtype, shape, k):
     (torch.complex128, False, False), slow(torch.float32, True, True), slow(torch.float32, False, False),
     slow(torch.float64, True, False), slow(torch.complex128, True, False)])
 def test_ormqr(dtype, left, transpose):
-    A = crandn(2, 5, 3) if dtype.is_complex else randn(2, 5, 3, dtype=dtype)
+    A = crandn(2, 5, 3) if dtype.is_complex else randn64(2, 5, 3, dtype=dtype, seed=0)
     a, tau = torch.geqrf(A)
-    C = (crandn if dtype.is_complex else lambda *s, seed: randn(*s, dtype=dtype, seed=seed))(
+    C = (crandn if dtype.is_complex else lambda *s, seed: randn64(*s, dtype=dtype, seed=seed))(
         *((2, 5, 2) if left else (2, 2, 5)), seed=1)
     check_lowering(aten.ormqr.default, a, tau, C, left, transpose, **tol(dtype))
 
 
 def test_qr_family_device():
-    A = randn(5, 3)
+    A = randn64(5, 3, seed=0)
     check_device(torch.geqrf, A, must_run=["aten.geqrf.default"])
     a, tau = torch.geqrf(A)
     check_device(torch.linalg.householder_product, a, tau,
                  must_run=["aten.linalg_householder_product.default"])
-    check_device(lambda x, t, c: torch.ormqr(x, t, c, transpose=True), a, tau, randn(5, 2, seed=1), must_run=["aten.ormqr.default"])
+    check_device(lambda x, t, c: torch.ormqr(x, t, c, transpose=True), a, tau, randn64(5, 2, seed=1), must_run=["aten.ormqr.default"])
     # geqrf has no meta kernel in PyTorch: this module registers one (out= too)
     out = (torch.empty(0, device="neuron"), torch.empty(0, device="neuron"))
     torch.geqrf(A.to("neuron"), out=out)
     ea, etau = torch.geqrf(A)
     close(out[0].cpu(), ea)
     close(out[1].cpu(), etau)
-    must_raise(torch.geqrf, randn(3))
+    must_raise(torch.geqrf, randn64(3, seed=0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +473,7 @@ def test_ldl_factor(dtype):
     assert torch.equal(piv, epiv) and torch.equal(info, einfo) and (piv < 0).any()  # 2x2 blocks too
     close(LD, eLD, **tol(dtype))
     # only the lower triangle is read
-    check_lowering(aten.linalg_ldl_factor_ex.default, torch.tril(A) + torch.triu(randn(6, 6, dtype=dtype), 1),
+    check_lowering(aten.linalg_ldl_factor_ex.default, torch.tril(A) + torch.triu(randn64(6, 6, dtype=dtype, seed=0), 1),
                    **tol(dtype))
 
 
@@ -497,7 +499,7 @@ def test_ldl_solve(dtype, hermitian):
         c = crandn(3, 6, 6)
         A, B = (c + c.mH if hermitian else c + c.mT), crandn(3, 6, 2, seed=1)
     else:
-        A, B = symmetric(3, 6, 6, dtype=dtype, seed=3), randn(3, 6, 2, dtype=dtype, seed=1)
+        A, B = symmetric(3, 6, 6, dtype=dtype, seed=3), randn64(3, 6, 2, dtype=dtype, seed=1)
     LD, piv, _ = torch.linalg.ldl_factor_ex(A, hermitian=hermitian)
     t = tol(torch.float32 if dtype == torch.float32 else torch.float64)
     check_lowering(aten.linalg_ldl_solve.default, LD, piv, B[0] if hermitian else B, hermitian=hermitian, **t)
@@ -507,7 +509,7 @@ def test_ldl_device():
     A = symmetric(2, 5, 5, dtype=torch.float32, seed=3)
     check_device(torch.linalg.ldl_factor, A, must_run=["aten.linalg_ldl_factor_ex.default"])
     LD, piv = torch.linalg.ldl_factor(A)
-    check_device(torch.linalg.ldl_solve, LD, piv, randn(5, 3, seed=1),
+    check_device(torch.linalg.ldl_solve, LD, piv, randn64(5, 3, seed=1),
                  must_run=["aten.linalg_ldl_solve.default"])
     # PyTorch raises it as an internal assert ("Unknown error code"): the message past its preamble
     with pytest.raises(RuntimeError, match="torch.linalg.ldl_factor_ex: Unknown error code: 1."):
@@ -523,7 +525,7 @@ def test_ldl_device():
     slow("gels", 3, 3, torch.float32), slow("gelsy", 3, 3, torch.float32), slow("gelsd", 2, 4, torch.float64),
     slow("gelsd", 3, 3, torch.float64), slow("gelss", 5, 3, torch.float32), slow("gelss", 2, 4, torch.float32)])
 def test_lstsq(driver, m, n, dtype):
-    A, B = randn(2, m, n, dtype=dtype), randn(2, m, 2, dtype=dtype, seed=1)
+    A, B = randn64(2, m, n, dtype=dtype, seed=0), randn64(2, m, 2, dtype=dtype, seed=1)
     check_lowering(aten.linalg_lstsq.default, A, B, driver=driver, **tol(dtype))
 
 
@@ -534,14 +536,14 @@ def test_lstsq(driver, m, n, dtype):
     slow((4, 3), (4,), "gelsd"), slow((2, 4, 3), (2, 4), "gels"), slow((1, 4, 3), (2, 4, 2), "gels"),
     slow((1, 4, 3), (4, 2), "gelsd"), slow((0, 3), (0, 2), "gels"), slow((2, 0, 4, 3), (2, 0, 4, 2), "gels")])
 def test_lstsq_shapes(ashape, bshape, driver):
-    check_lowering(aten.linalg_lstsq.default, randn(*ashape, dtype=torch.float64),
-                   randn(*bshape, dtype=torch.float64, seed=1), driver=driver, **tol(torch.float64))
+    check_lowering(aten.linalg_lstsq.default, randn64(*ashape, dtype=torch.float64, seed=0),
+                   randn64(*bshape, dtype=torch.float64, seed=1), driver=driver, **tol(torch.float64))
 
 
 def test_lstsq_rank_deficient_and_complex():
-    A = randn(5, 3, dtype=torch.float64)
+    A = randn64(5, 3, dtype=torch.float64, seed=0)
     A[:, 2] = A[:, 0] + A[:, 1]
-    B = randn(5, 2, dtype=torch.float64, seed=1)
+    B = randn64(5, 2, dtype=torch.float64, seed=1)
     check_lowering(aten.linalg_lstsq.default, A, B, **tol(torch.float64))  # gelsy: minimum-norm solution, rank 2
     x, _res, rank, s = run_lowering(aten.linalg_lstsq.default, A, B, driver="gelsd")
     ex, _eres, erank, es = aten.linalg_lstsq.default(A, B, driver="gelsd")
@@ -560,14 +562,14 @@ def test_lstsq_complex(driver, m, n):
 
 
 def test_lstsq_device():
-    A, B = randn(5, 3), randn(5, 2, seed=1)
+    A, B = randn64(5, 3, seed=0), randn64(5, 2, seed=1)
     check_device(torch.linalg.lstsq, A, B, must_run=["aten.linalg_lstsq.default"])
     check_device(lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"), A, B,
                  must_run=["aten.linalg_lstsq.default"])
-    check_device(lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), randn(2, 3, 4), randn(2, 3), must_run=["aten.linalg_lstsq.default"])
+    check_device(lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), randn64(2, 3, 4, seed=0), randn64(2, 3, seed=0), must_run=["aten.linalg_lstsq.default"])
     must_raise(lambda a, b: torch.linalg.lstsq(a, b, driver="foo"), A, B)
-    must_raise(torch.linalg.lstsq, A, randn(4))
-    must_raise(torch.linalg.lstsq, randn(2, 4, 3), randn(4, 2))
+    must_raise(torch.linalg.lstsq, A, randn64(4, seed=0))
+    must_raise(torch.linalg.lstsq, randn64(2, 4, 3, seed=0), randn64(4, 2, seed=0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,7 +579,7 @@ def test_lstsq_device():
                                          (torch.float32, (0, 3, 2)), (torch.float64, (3, 0)),
                                          slow(torch.float64, (4, 4)), slow(torch.float32, (2, 5, 3))])
 def test_lu(dtype, shape):
-    check_lowering(aten.linalg_lu.default, randn(*shape, dtype=dtype), **tol(dtype))
+    check_lowering(aten.linalg_lu.default, randn64(*shape, dtype=dtype, seed=0), **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype,left,adjoint", [
@@ -587,7 +589,7 @@ def test_lu(dtype, shape):
 def test_lu_solve(dtype, left, adjoint):
     A = crandn(2, 4, 4) + 3 * torch.eye(4) if dtype.is_complex else well(2, 4, 4, dtype=dtype)
     LU, piv = torch.linalg.lu_factor(A)
-    B = crandn(4, 3, seed=1) if dtype.is_complex else randn(4, 3, dtype=dtype, seed=1)  # broadcast over A's batch
+    B = crandn(4, 3, seed=1) if dtype.is_complex else randn64(4, 3, dtype=dtype, seed=1)  # broadcast over A's batch
     check_lowering(aten.linalg_lu_solve.default, LU, piv, B if left else B.mT, left=left, adjoint=adjoint,
                    **tol(torch.float32 if dtype == torch.float32 else torch.float64))
 
@@ -596,20 +598,20 @@ def test_lu_solve(dtype, left, adjoint):
     ((4, 4), True, True), ((2, 5, 3), True, True), ((3, 5), False, True), ((2, 5, 3), True, False),
     slow((3, 5), True, True), slow((4, 4), False, True), slow((3, 5), True, False)])
 def test_lu_unpack(shape, unpack_data, unpack_pivots):
-    LU, piv = torch.linalg.lu_factor(randn(*shape, dtype=torch.float64))
+    LU, piv = torch.linalg.lu_factor(randn64(*shape, dtype=torch.float64, seed=0))
     check_lowering(aten.lu_unpack.default, LU, piv, unpack_data, unpack_pivots)
 
 
 def test_lu_unpack_any_pivots():
     # pivots as LAPACK may leave them: any row at or below their own
-    check_lowering(aten.lu_unpack.default, randn(4, 3), torch.tensor([4, 4, 4], dtype=torch.int32))
+    check_lowering(aten.lu_unpack.default, randn64(4, 3, seed=0), torch.tensor([4, 4, 4], dtype=torch.int32))
 
 
 def test_lu_family_device():
-    A = randn(2, 4, 4)
+    A = randn64(2, 4, 4, seed=0)
     check_device(torch.linalg.lu, A, must_run=["aten.linalg_lu.default"])
     LU, piv = torch.linalg.lu_factor(well(2, 4, 4))
-    B = randn(2, 4, 3, seed=1)
+    B = randn64(2, 4, 3, seed=1)
     check_device(torch.linalg.lu_solve, LU, piv, B, must_run=["aten.linalg_lu_solve.default"])
     check_device(torch.lu_solve, B, LU, piv, must_run=["aten.linalg_lu_solve.default"])
     check_device(torch.lu_unpack, LU, piv, must_run=["aten.lu_unpack.default"])
@@ -629,11 +631,11 @@ def test_lu_family_device():
 def test_matrix_exp():
     # one matrix per degree: 1, 2, 4, 8, 12, 18, 18 with scaling and squaring
     scales = [1e-9, 1e-5, 1e-2, 0.1, 0.3, 1.0, 30.0]
-    A = torch.stack([randn(4, 4, dtype=torch.float64, seed=i) * s for i, s in enumerate(scales)])
+    A = torch.stack([randn64(4, 4, dtype=torch.float64, seed=i) * s for i, s in enumerate(scales)])
     check_lowering(aten.linalg_matrix_exp.default, A, family="matrix_exp")
     check_lowering(aten.linalg_matrix_exp.default, A.float()[:6])
-    check_lowering(aten.linalg_matrix_exp.default, randn(3, 1, 1))
-    check_lowering(aten.linalg_matrix_exp.default, randn(2, 0, 0))
+    check_lowering(aten.linalg_matrix_exp.default, randn64(3, 1, 1, seed=0))
+    check_lowering(aten.linalg_matrix_exp.default, randn64(2, 0, 0, seed=0))
     check_lowering(aten.linalg_matrix_exp.default, torch.tensor([[float("nan"), 1.0], [0.0, 1.0]]))
 
 
@@ -645,7 +647,7 @@ def test_matrix_exp_complex():
 
 def test_matrix_exp_bfloat16():
     # computed in float32 and rounded once (the CPU's bfloat16 kernel returns NaN/inf: a PyTorch bug)
-    A = randn(2, 4, 4) * 0.5
+    A = randn64(2, 4, 4, seed=0) * 0.5
     got = run_lowering(aten.linalg_matrix_exp.default, A.to(torch.bfloat16))
     assert got.dtype == torch.bfloat16
     want = torch.linalg.matrix_exp(A.to(torch.bfloat16).double())
@@ -653,7 +655,7 @@ def test_matrix_exp_bfloat16():
 
 
 def test_matrix_exp_device():
-    check_device(torch.linalg.matrix_exp, randn(2, 5, 5),
+    check_device(torch.linalg.matrix_exp, randn64(2, 5, 5, seed=0),
                  must_run=["aten.linalg_matrix_exp.default"])
 
 
@@ -666,7 +668,7 @@ def test_matrix_exp_device():
     slow(torch.float32, False, True, True)])
 def test_solve_triangular(dtype, upper, left, unit):
     A = well(2, 4, 4, dtype=dtype)  # the other triangle (and the diagonal if unit) is never read
-    B = randn(4, 3, dtype=dtype, seed=1) if left else randn(3, 4, dtype=dtype, seed=1)
+    B = randn64(4, 3, dtype=dtype, seed=1) if left else randn64(3, 4, dtype=dtype, seed=1)
     check_lowering(aten.linalg_solve_triangular.default, A, B, upper=upper, left=left, unitriangular=unit,
                    **tol(dtype))
 
@@ -679,13 +681,13 @@ def test_triangular_solve(dtype, upper, transpose, unit):
     if dtype.is_complex:
         A, B = crandn(4, 4) + 3 * torch.eye(4), crandn(2, 4, 3, seed=1)
     else:
-        A, B = well(4, 4, dtype=dtype), randn(2, 4, 3, dtype=dtype, seed=1)
+        A, B = well(4, 4, dtype=dtype), randn64(2, 4, 3, dtype=dtype, seed=1)
     check_lowering(aten.triangular_solve.default, B, A, upper, transpose, unit,
                    **tol(torch.float32 if dtype == torch.float32 else torch.float64))
 
 
 def test_triangular_device():
-    A, B = well(2, 4, 4), randn(2, 4, 3, seed=1)
+    A, B = well(2, 4, 4), randn64(2, 4, 3, seed=1)
     check_device(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), A, B,
                  must_run=["aten.linalg_solve_triangular.default"])
     check_device(lambda b, a: torch.triangular_solve(b, a, transpose=True), B, A,

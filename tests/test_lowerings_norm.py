@@ -13,21 +13,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, chk, randn, run_lowering, tolerance  # noqa: E402
+from helpers import randn  # noqa: E402
+from lowering_harness import check_lowering, chk, compare_outputs, run_lowering, tolerance  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
-
-
-def compare_outputs(expected, got, family=None, **tol):
-    """Outputs of a lowering (None where masked off) against PyTorch's: same dtype (no cast), shape, values."""
-    assert len(expected) == len(got)
-    for e, g in zip(expected, got):
-        if e is None:
-            assert g is None
-            continue
-        assert g is not None and tuple(g.shape) == tuple(e.shape)
-        torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, family=family, **tol))
 
 
 def bn_args(shape=(4, 3, 5, 6), dtype=torch.float32, affine=True):
@@ -49,17 +39,6 @@ def check_written(op, *args, n_out, written, equal_nan=False):
         expected = (expected[0], rm.float(), torch.rsqrt(rv.float() + eps)) + tuple(expected[3:])
     for e, g in list(zip(expected[:n_out], got[:n_out])) + [(cpu_args[i], g) for i, g in zip(written, got[n_out:])]:
         torch.testing.assert_close(g, e, equal_nan=equal_nan, **tolerance(e, family="batch_norm"))
-
-
-def compare(expected, got, family=None, **tol):
-    """Outputs of a lowering (None where masked off) against PyTorch's: same dtype (no cast), shape, values."""
-    assert len(expected) == len(got), (len(expected), len(got))
-    for e, g in zip(expected, got):
-        if e is None:
-            assert g is None
-            continue
-        assert g is not None and tuple(g.shape) == tuple(e.shape), (None if g is None else g.shape, e.shape)
-        torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e, family=family, **tol))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +127,7 @@ def test_native_batch_norm_legit_functional_and_batch_norm_update_ops(none_ok):
     ra, rb = rm.clone(), rv.clone()
     exp = aten._batch_norm_with_update.default(x, w, b, ra, rb, 0.1, 1e-5)
     got = none_ok(aten._batch_norm_with_update.default, x, w, b, rm.clone(), rv.clone(), 0.1, 1e-5)
-    compare(exp[:3] + (ra, rb), got[:3] + got[4:], family="batch_norm")
+    compare_outputs(exp[:3] + (ra, rb), got[:3] + got[4:], family="batch_norm")
     assert got[3] is None
     exp = aten._batch_norm_no_update.default(x, w, b, rm, rv, 0.1, 1e-5)
     got = none_ok(aten._batch_norm_no_update.default, x, w, b, rm, rv, 0.1, 1e-5)
@@ -169,11 +148,12 @@ def test_native_batch_norm_backward(dtype, none_ok):
     for train in (True, False):
         args = (g, x, w, rm, rv, sm, si, train, 1e-5)
         check_lowering(aten.native_batch_norm_backward.default, *args, [True, True, True], family="batch_norm")
-        compare(aten.native_batch_norm_backward.default(*args, [False, True, False]),
-                none_ok(aten.native_batch_norm_backward.default, *args, [False, True, False]), family="batch_norm")
+        compare_outputs(aten.native_batch_norm_backward.default(*args, [False, True, False]),
+                        none_ok(aten.native_batch_norm_backward.default, *args, [False, True, False]),
+                        family="batch_norm")
     args = (g, x, None, rm, rv, sm, si, True, 1e-5)
-    compare(aten.native_batch_norm_backward.default(*args, [True, False, False]),
-            none_ok(aten.native_batch_norm_backward.default, *args, [True, False, False]), family="batch_norm")
+    compare_outputs(aten.native_batch_norm_backward.default(*args, [True, False, False]),
+                    none_ok(aten.native_batch_norm_backward.default, *args, [True, False, False]), family="batch_norm")
 
 
 def test_batch_norm_backward(none_ok):

@@ -13,7 +13,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import torch_neuronx  # noqa: E402
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, randn  # noqa: E402
+from helpers import randn  # noqa: E402
+from lowering_harness import check_lowering  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten
@@ -60,14 +61,6 @@ def _check_pool(fn, x, ops):
     v = y[0] if isinstance(y, tuple) else y
     # (bfloat16: the CPU adds overlapping windows' gradients in bfloat16, the device in float32)
     check_device(_pool_grads(fn), x.requires_grad_(), torch.randn_like(v), must_run=ops, family="pool_backward")
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
-
-
-def seeded_randn(*shape, scale=1.0, seed=0):
-    return torch.randn(*shape, generator=gen(seed)) * scale
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,11 +294,11 @@ def test_device_adaptive_avg_pool(dtype):
 
 @pytest.mark.parametrize("shape,out", [((2, 3, 8, 8), (4, 4)), ((1, 2, 7, 5), (3, 4)), ((3, 5, 6), (4, 1))])
 def test_adaptive_max_pool2d(shape, out):
-    x = seeded_randn(*shape)
+    x = randn(*shape, seed=0)
     check_lowering(aten.adaptive_max_pool2d.default, x, out)
     check_lowering(aten.adaptive_max_pool2d.default, x.to(BF), out)
     _, idx = aten.adaptive_max_pool2d.default(x, out)
-    g = seeded_randn(*idx.shape, seed=1)
+    g = randn(*idx.shape, seed=1)
     check_lowering(aten.adaptive_max_pool2d_backward.default, g, x, idx)
     check_lowering(aten.adaptive_max_pool2d_backward.default, g.to(BF), x.to(BF), idx, family="pool_backward")
 
@@ -325,7 +318,7 @@ def test_adaptive_max_pool2d_ties_nan():
 
 @pytest.mark.parametrize("dtype", [F32, BF])
 def test_device_adaptive_max_pool2d(dtype):
-    x = seeded_randn(2, 3, 7, 9).to(dtype).requires_grad_()
+    x = randn(2, 3, 7, 9, seed=0).to(dtype).requires_grad_()
 
     def fn(x):
         out, idx = torch.nn.functional.adaptive_max_pool2d(x, (3, 4), return_indices=True)

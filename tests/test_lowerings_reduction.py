@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, chk, dev, randint, randn, run_lowering  # noqa: E402
+from helpers import randint, randn  # noqa: E402
+from lowering_harness import check_lowering, chk, dev, run_lowering  # noqa: E402
 
 aten = torch.ops.aten
 NAN, INF = float("nan"), float("inf")
@@ -25,7 +26,7 @@ NAN, INF = float("nan"), float("inf")
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int8, torch.bool])
 def test_sum(dtype):
-    x = randn(4, 5, 6) if dtype.is_floating_point else randint(4, 5, 6).to(dtype)
+    x = randn(4, 5, 6) if dtype.is_floating_point else randint(4, 5, 6, lo=-10, hi=10, dtype=torch.int64).to(dtype)
     chk(aten.sum.default, x)
     chk(aten.sum.dim_IntList, x, [-1, 0], True)
     assert run_lowering(aten.sum.default, x).dtype == aten.sum.default(x).dtype
@@ -39,7 +40,7 @@ def test_sum_dtype_and_edge_cases():
     x = randn(3, 7)
     chk(aten.sum.default, x, dtype=torch.float64)
     chk(aten.sum.dim_IntList, x, [1], dtype=torch.bfloat16)
-    chk(aten.sum.dim_IntList, randint(3, 7, dtype=torch.int32), [0], dtype=torch.float32)
+    chk(aten.sum.dim_IntList, randint(3, 7, dtype=torch.int32, lo=-10, hi=10), [0], dtype=torch.float32)
     chk(aten.sum.dim_IntList, torch.empty(0, 3), [0])
     chk(aten.sum.dim_IntList, torch.tensor(2.5), [0])
     # bf16 accumulates in float32: 1 + 4096 * 2^-8 would stall at 1+... in bf16
@@ -61,7 +62,7 @@ def test_mean(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int16, torch.bool])
 def test_amax_amin_max_min(dtype):
-    x = randn(5, 6) if dtype.is_floating_point else randint(5, 6).to(dtype)
+    x = randn(5, 6) if dtype.is_floating_point else randint(5, 6, lo=-10, hi=10, dtype=torch.int64).to(dtype)
     if dtype.is_floating_point:
         x = x.to(dtype)
         x[1, 2] = NAN
@@ -98,7 +99,7 @@ def test_argmax_argmin():
         chk(op, x, 0, True)
         chk(op, x, None, True)
         chk(op, x, -1)
-        chk(op, randint(4, 6, high=2), 1)
+        chk(op, randint(4, 6, lo=-2, hi=2, dtype=torch.int64), 1)
         chk(op, randn(4, 6).bfloat16(), 0)
         chk(op, torch.tensor(1.5), 0)
     assert run_lowering(aten.argmax.default, x).item() == aten.argmax.default(x).item()  # the first NaN
@@ -119,7 +120,7 @@ def test_var_std(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
 def test_prod(dtype):
-    x = (randn(3, 5) * 0.5 + 1) if dtype.is_floating_point else randint(3, 5, high=3)
+    x = (randn(3, 5) * 0.5 + 1) if dtype.is_floating_point else randint(3, 5, lo=-3, hi=3, dtype=torch.int64)
     x = x.to(dtype)
     chk(aten.prod.default, x)
     chk(aten.prod.dim_int, x, 1)
@@ -129,7 +130,7 @@ def test_prod(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.uint8, torch.bool])
 def test_any_all(dtype):
-    x = randint(4, 5, high=2)
+    x = randint(4, 5, lo=-2, hi=2, dtype=torch.int64)
     x[0] = 1
     x[1] = 0
     if dtype.is_floating_point:
@@ -149,7 +150,7 @@ def test_any_all(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
 def test_cumsum_cumprod(dtype):
-    x = (randn(4, 7) * 0.5 + 1) if dtype.is_floating_point else randint(4, 7, high=3)
+    x = (randn(4, 7) * 0.5 + 1) if dtype.is_floating_point else randint(4, 7, lo=-3, hi=3, dtype=torch.int64)
     x = x.to(dtype)
     for op in (aten.cumsum.default, aten.cumprod.default):
         chk(op, x, -2)
@@ -167,7 +168,7 @@ def test_logsumexp():
     chk(aten.logsumexp.default, x, [-1], True)
     chk(aten.logsumexp.default, randn(3, 4) * 50, [1])
     chk(aten.logsumexp.default, randn(3, 4).bfloat16(), [1])
-    chk(aten.logsumexp.default, randint(3, 4), [1])  # ints give float32
+    chk(aten.logsumexp.default, randint(3, 4, lo=-10, hi=10, dtype=torch.int64), [1])  # ints give float32
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

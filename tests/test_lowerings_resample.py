@@ -13,7 +13,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from device_harness import check_device  # noqa: E402
-from lowering_harness import check_lowering, randn, run_lowering, tolerance  # noqa: E402
+from helpers import randn  # noqa: E402
+from lowering_harness import check_lowering, run_lowering, tolerance  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
 aten = torch.ops.aten

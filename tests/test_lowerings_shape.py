@@ -10,7 +10,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-from lowering_harness import chk, dev, randint, randn, run_lowering  # noqa: E402
+from helpers import randint, randn  # noqa: E402
+from lowering_harness import chk, dev, run_lowering  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -25,21 +26,22 @@ def test_cat():
     chk(aten.cat.default, [randn(2, 3), randn(2, 5)], -1)
     chk(aten.cat.default, [a, torch.empty(0), b])  # legacy (0,) tensors are skipped
     chk(aten.cat.default, [torch.empty(0), a])
-    chk(aten.cat.default, [a, randint(1, 3)])  # float + int -> float
-    chk(aten.cat.default, [randint(2, 3, dtype=torch.int8), torch.ones(1, 3, dtype=torch.bool)])
-    chk(aten.cat.default, [randint(2, 3, dtype=torch.uint8), randint(2, 3, dtype=torch.int8)], 1)
+    chk(aten.cat.default, [a, randint(1, 3, lo=-10, hi=10, dtype=torch.int64)])  # float + int -> float
+    chk(aten.cat.default, [randint(2, 3, dtype=torch.int8, lo=-10, hi=10), torch.ones(1, 3, dtype=torch.bool)])
+    chk(aten.cat.default,
+        [randint(2, 3, lo=-10, hi=10, dtype=torch.uint8), randint(2, 3, lo=-10, hi=10, dtype=torch.int8)], 1)
     chk(aten.cat.default, [a.bfloat16(), b.bfloat16()])
     chk(aten.cat.default, [a])
     chk(aten.cat.default, [torch.empty(0), torch.empty(0)])
     chk(aten.cat.default, [randn(2, 0, 3), randn(2, 4, 3)], 1)
-    assert run_lowering(aten.cat.default, [a, randint(1, 3)]).dtype == torch.float32
+    assert run_lowering(aten.cat.default, [a, randint(1, 3, lo=-10, hi=10, dtype=torch.int64)]).dtype == torch.float32
 
 
 def test_stack():
     chk(aten.stack.default, [randn(2, 3), randn(2, 3), randn(2, 3)])
     chk(aten.stack.default, [randn(2, 3), randn(2, 3)], -1)
     chk(aten.stack.default, [randn(2, 3), randn(2, 3)], 1)
-    chk(aten.stack.default, [randint(2, 3), randn(2, 3).bfloat16()], 2)
+    chk(aten.stack.default, [randint(2, 3, lo=-10, hi=10, dtype=torch.int64), randn(2, 3).bfloat16()], 2)
 
 
 def test_constant_pad_nd():
@@ -47,7 +49,7 @@ def test_constant_pad_nd():
     chk(aten.constant_pad_nd.default, x, [1, 2])
     chk(aten.constant_pad_nd.default, x, [1, 2, 0, 3], 1.5)
     chk(aten.constant_pad_nd.default, x, [-1, 2, 1, -2, 1, 1], -7.0)
-    chk(aten.constant_pad_nd.default, randint(3, 3), [2, 2], 9)
+    chk(aten.constant_pad_nd.default, randint(3, 3, lo=-10, hi=10, dtype=torch.int64), [2, 2], 9)
     chk(aten.constant_pad_nd.default, torch.ones(2, 2, dtype=torch.bool), [1, 0])
     chk(aten.constant_pad_nd.default, x.bfloat16(), [0, 1], 0.5)
 
@@ -65,11 +67,12 @@ def test_repeat_flip_roll():
     chk(aten.roll.default, y, [1])
     chk(aten.roll.default, y, [-2], [1])
     chk(aten.roll.default, y, [5, -1], [-1, 0])
-    chk(aten.roll.default, randint(3, 4), [7], [1])
+    chk(aten.roll.default, randint(3, 4, lo=-10, hi=10, dtype=torch.int64), [7], [1])
 
 
 def test_tril_triu():
-    for x, d in ((randn(4, 6), 0), (randn(2, 5, 3), 1), (torch.ones(3, 3, dtype=torch.bool), -2), (randint(4, 4), 10)):
+    for x, d in ((randn(4, 6), 0), (randn(2, 5, 3), 1), (torch.ones(3, 3, dtype=torch.bool), -2),
+                 (randint(4, 4, lo=-10, hi=10, dtype=torch.int64), 10)):
         chk(aten.tril.default, x, d)
         chk(aten.triu.default, x, -d)
 
@@ -81,7 +84,7 @@ def test_index_select():
     chk(aten.index_select.default, x, 1, torch.tensor(3))
     chk(aten.index_select.default, x, 1, torch.tensor([], dtype=torch.int64))
     chk(aten.index_select.default, torch.tensor(2.0), 0, torch.tensor([0]))
-    chk(aten.index_select.default, randint(5, 2).bfloat16(), 0, torch.tensor([1, 1]))
+    chk(aten.index_select.default, randint(5, 2, lo=-10, hi=10, dtype=torch.int64).bfloat16(), 0, torch.tensor([1, 1]))
 
 
 def test_diag_embed():

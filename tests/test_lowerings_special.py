@@ -10,7 +10,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from device_harness import check_device  # noqa: E402
+from device_harness import check_device, check_device_float  # noqa: E402
+from helpers import rand, randint, randn  # noqa: E402
 from lowering_harness import check_lowering, chk, dev, run_lowering  # noqa: E402
 from tolerances import EXACT  # noqa: E402
 
@@ -18,18 +19,6 @@ aten = torch.ops.aten
 F32, BF = torch.float32, torch.bfloat16
 NAN, INF = float("nan"), float("inf")
 SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0])
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(*shape, scale=1.0, seed=0):
-    return torch.randn(*shape, generator=gen(seed)) * scale
-
-
-def rand(*shape, lo=0.0, hi=1.0, seed=0):
-    return torch.rand(*shape, generator=gen(seed)) * (hi - lo) + lo
 
 
 NO_LOW_PRECISION = {aten.special_erfcx.default, aten.special_ndtri.default, aten.special_log_ndtr.default}
@@ -47,12 +36,8 @@ def check_float(op, *args, family=None, **kwargs):
     check_lowering(op, *bf, **kwargs)
 
 
-def randint(*shape, lo=-20, hi=20, dtype=torch.int32, seed=0):
-    return torch.randint(lo, hi, shape, generator=gen(seed)).to(dtype)
-
-
 # negative non-integers (OpInfo's -8.478 among them), poles, tiny, huge and non-finite arguments
-POLYGAMMA_X = torch.cat([rand(20, lo=0.05, hi=6.0), rand(10, lo=-10.0, hi=0.0, seed=1),
+POLYGAMMA_X = torch.cat([rand(20, lo=0.05, hi=6.0, seed=0), rand(10, lo=-10.0, hi=0.0, seed=1),
                          torch.tensor([0.0, -0.0, -1.0, -2.0, -2.5, -8.478373527526855, -1e-8, -123.456, 1e-3,
                                        1e-30, 10.0, 9.0, 3e7, -3e7, 1e30, float("inf"), -float("inf"), float("nan")])])
 
@@ -160,17 +145,17 @@ CEPHES_DEVICE += [
 # unary float ops
 
 UNARY = {
-    "erfc": (aten.erfc.default, torch.cat([randn(30, scale=3.0), SPECIAL]), None),
+    "erfc": (aten.erfc.default, torch.cat([randn(30, scale=3.0, seed=0), SPECIAL]), None),
     "special_erfcx": (aten.special_erfcx.default,
-                      torch.cat([randn(30, scale=5.0), torch.tensor([-9.0, 8.0, 20.0, 30.0, 1e5]), SPECIAL]),
+                      torch.cat([randn(30, scale=5.0, seed=0), torch.tensor([-9.0, 8.0, 20.0, 30.0, 1e5]), SPECIAL]),
                       "special_erfcx"),
-    "special_i0e": (aten.special_i0e.default, torch.cat([randn(30, scale=10.0), SPECIAL]), None),
-    "special_i1": (aten.special_i1.default, torch.cat([randn(30, scale=10.0), SPECIAL]), "special_i1"),
-    "special_i1e": (aten.special_i1e.default, torch.cat([randn(30, scale=10.0), SPECIAL]), None),
+    "special_i0e": (aten.special_i0e.default, torch.cat([randn(30, scale=10.0, seed=0), SPECIAL]), None),
+    "special_i1": (aten.special_i1.default, torch.cat([randn(30, scale=10.0, seed=0), SPECIAL]), "special_i1"),
+    "special_i1e": (aten.special_i1e.default, torch.cat([randn(30, scale=10.0, seed=0), SPECIAL]), None),
     "special_ndtri": (aten.special_ndtri.default,
-                      torch.cat([rand(30), torch.tensor([0.0, 1.0, -0.5, 1.5, 1e-30, 1 - 1e-7]), SPECIAL]),
+                      torch.cat([rand(30, seed=0), torch.tensor([0.0, 1.0, -0.5, 1.5, 1e-30, 1 - 1e-7]), SPECIAL]),
                       None),
-    "special_log_ndtr": (aten.special_log_ndtr.default, torch.cat([randn(30, scale=10.0), SPECIAL]),
+    "special_log_ndtr": (aten.special_log_ndtr.default, torch.cat([randn(30, scale=10.0, seed=0), SPECIAL]),
                          None),
 }
 
@@ -183,7 +168,7 @@ def test_unary(name):
 
 def test_unary_int_inputs():
     for op in (aten.erfc.default, aten.special_i0e.default):
-        check_lowering(op, randint(8))
+        check_lowering(op, randint(8, seed=0))
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5])
@@ -196,7 +181,7 @@ def test_polygamma(n):
 
 
 def test_polygamma_int_input():
-    check_lowering(aten.polygamma.default, 2, randint(12, lo=-3, hi=9, dtype=torch.int64), family="polygamma")
+    check_lowering(aten.polygamma.default, 2, randint(12, lo=-3, hi=9, dtype=torch.int64, seed=0), family="polygamma")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,7 +189,7 @@ def test_polygamma_int_input():
 
 
 def test_xlogy_xlog1py_scalars():
-    x = torch.cat([rand(10, lo=-0.5, hi=3.0), torch.tensor([0.0, float("nan"), -1.0, float("inf")])])
+    x = torch.cat([rand(10, lo=-0.5, hi=3.0, seed=0), torch.tensor([0.0, float("nan"), -1.0, float("inf")])])
     y = torch.cat([rand(10, lo=0.0, hi=3.0, seed=1), torch.tensor([float("nan"), 0.0, 0.0, 2.0])])
     check_float(aten.special_xlog1py.default, x, y)
     for s in (0.0, 2.0, float("nan")):
@@ -229,31 +214,23 @@ def test_lgamma_digamma_i0(dtype):
 # on the device: the user-level call runs on neuron, no CPU fallback
 
 DEVICE = [
-    ("aten.erfc.default", torch.erfc, (randn(16, scale=2.0),), None),
-    ("aten.special_erfcx.default", torch.special.erfcx, (randn(16, scale=4.0),), "special_erfcx"),
-    ("aten.special_i0e.default", torch.special.i0e, (randn(16, scale=5.0),), None),
-    ("aten.special_i1.default", torch.special.i1, (randn(16, scale=5.0),), "special_i1"),
-    ("aten.special_i1e.default", torch.special.i1e, (randn(16, scale=5.0),), None),
-    ("aten.special_ndtri.default", torch.special.ndtri, (rand(16, lo=0.01, hi=0.99),), None),
-    ("aten.special_log_ndtr.default", torch.special.log_ndtr, (randn(16, scale=5.0),), None),
-    ("aten.polygamma.default", lambda x: torch.polygamma(2, x), (rand(16, lo=-9.0, hi=9.0),), "polygamma"),
-    ("aten.special_xlog1py.default", torch.special.xlog1py, (rand(16), rand(16, seed=1)), None),
-    ("aten.xlogy.Scalar_Self", lambda y: torch.xlogy(2.0, y), (rand(16),), None),
+    ("aten.erfc.default", torch.erfc, (randn(16, scale=2.0, seed=0),), None),
+    ("aten.special_erfcx.default", torch.special.erfcx, (randn(16, scale=4.0, seed=0),), "special_erfcx"),
+    ("aten.special_i0e.default", torch.special.i0e, (randn(16, scale=5.0, seed=0),), None),
+    ("aten.special_i1.default", torch.special.i1, (randn(16, scale=5.0, seed=0),), "special_i1"),
+    ("aten.special_i1e.default", torch.special.i1e, (randn(16, scale=5.0, seed=0),), None),
+    ("aten.special_ndtri.default", torch.special.ndtri, (rand(16, lo=0.01, hi=0.99, seed=0),), None),
+    ("aten.special_log_ndtr.default", torch.special.log_ndtr, (randn(16, scale=5.0, seed=0),), None),
+    ("aten.polygamma.default", lambda x: torch.polygamma(2, x), (rand(16, lo=-9.0, hi=9.0, seed=0),), "polygamma"),
+    ("aten.special_xlog1py.default", torch.special.xlog1py, (rand(16, seed=0), rand(16, seed=1)), None),
+    ("aten.xlogy.Scalar_Self", lambda y: torch.xlogy(2.0, y), (rand(16, seed=0),), None),
 ]
 
 
 @pytest.mark.parametrize("dtype", [F32, BF])
 @pytest.mark.parametrize("name,fn,args,family", DEVICE, ids=[d[0] for d in DEVICE])
 def test_device_float(name, fn, args, family, dtype):
-    args = tuple(a.to(dtype) for a in args)
-    if dtype == BF and name in NO_LOW_PRECISION_NAMES:
-        # the CPU has no bfloat16 kernel: the device refuses it the same way
-        with pytest.raises(NotImplementedError):
-            fn(*args)
-        with pytest.raises(NotImplementedError):
-            fn(*(a.to("neuron") for a in args))
-        return
-    check_device(fn, *args, must_run=[name], family=family)  # (bfloat16: torch's defaults)
+    check_device_float(name, fn, args, family, dtype, NO_LOW_PRECISION_NAMES)
 
 
 def test_special_functions_device():
@@ -278,7 +255,7 @@ def test_cephes_unary(name):
 
 def test_cephes_unary_int_inputs():
     for name in ("special_airy_ai", "special_bessel_y1", "special_modified_bessel_k0"):
-        check_lowering(getattr(aten, name).default, randint(10, lo=-3, hi=12, dtype=torch.int64),
+        check_lowering(getattr(aten, name).default, randint(10, lo=-3, hi=12, dtype=torch.int64, seed=0),
                        family=UNARY_CEPHES[name][1])
 
 
@@ -321,7 +298,7 @@ def test_polynomials_large_n(name):
 def test_zeta():
     check_lowering(aten.special_zeta.default, ZETA_X, ZETA_Q, family="zeta")
     check_lowering(aten.special_zeta.other_scalar, ZETA_X, 2.5, family="zeta")
-    check_lowering(aten.special_zeta.self_scalar, 3, randint(10, lo=-4, hi=9, dtype=torch.int64), family="zeta")
+    check_lowering(aten.special_zeta.self_scalar, 3, randint(10, lo=-4, hi=9, dtype=torch.int64, seed=0), family="zeta")
     _no_bf16(aten.special_zeta.default, ZETA_X.to(BF), ZETA_Q.to(BF))
 
 
@@ -335,7 +312,7 @@ def test_zeta_float64():
 def test_igamma(op):
     check_lowering(op, IGAMMA_A, IGAMMA_X, family="igamma")
     check_lowering(op, IGAMMA_A.to(BF), IGAMMA_X.to(BF))
-    a = randint(4, lo=0, hi=5, dtype=torch.int64)
+    a = randint(4, lo=0, hi=5, dtype=torch.int64, seed=0)
     with pytest.raises(NotImplementedError, match="'Long'"):
         op(a, a)
     with pytest.raises(NotImplementedError, match=f'"{str(op).split(".")[1]}_cpu" not implemented for \'Long\''):
@@ -348,10 +325,10 @@ def test_device_cephes(name, fn, args, tol):
 
 
 def test_device_scalar_overloads():
-    n = randint(8, lo=0, hi=12, dtype=torch.int64)
+    n = randint(8, lo=0, hi=12, dtype=torch.int64, seed=0)
     check_device(lambda n: torch.special.chebyshev_polynomial_t(0.25, n), n,
                  must_run=["aten.special_chebyshev_polynomial_t.x_scalar"])
-    check_device(lambda x: torch.special.legendre_polynomial_p(x, 5), randn(8),
+    check_device(lambda x: torch.special.legendre_polynomial_p(x, 5), randn(8, seed=0),
                  must_run=["aten.special_legendre_polynomial_p.n_scalar"])
     check_device(lambda x: torch.special.zeta(x, 2.0), ZETA_X[:8], must_run=["aten.special_zeta.other_scalar"])
     check_device(lambda q: torch.special.zeta(3.0, q), ZETA_Q[:8], must_run=["aten.special_zeta.self_scalar"])

@@ -5,14 +5,13 @@ graphs and from the disk cache; transposed operands are read where they lie (no 
 bfloat16 attention on a CPU with AVX-512 BF16 runs the shim's own kernel (csrc/bf16_attention.cpp): within
 bfloat16 rounding of the CPU, and as close to the exact result as the CPU's."""
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import randn, run_python
 from tolerances import tol
 from torch_neuronx import metrics
 from torch_neuronx.eager import fusion
@@ -38,7 +37,8 @@ def _same(got, want, what=""):
 
 
 def _randn(*shape, dtype):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)), dtype=dtype)
+    """Normal values drawn in dtype, seeded with the sum of the shape."""
+    return randn(*shape, dtype=dtype, drawn_in=dtype, seed=sum(shape))
 
 
 @pytest.mark.native_products
@@ -262,8 +262,7 @@ def test_disk_cache_round_trip(tmp_path):
         print(metrics.executable_counts()["runs_loaded"] + metrics.executable_counts()["ops_loaded"],
               metrics.native_kernel_calls()["matmul"])
     """)
-    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path), "TORCH_NEURONX_NATIVE_KERNELS": "1"}
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    runs = [run_python(code, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path), TORCH_NEURONX_NATIVE_KERNELS="1")
             for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr[-3000:]
@@ -282,17 +281,14 @@ def test_setting_off_keeps_xla():
         torch.testing.assert_close(got, a @ b, rtol=1e-2, atol=1e-2)
         print(sum(metrics.native_kernel_calls().values()))
     """)
-    env = {**os.environ, "TORCH_NEURONX_NATIVE_KERNELS": "0"}
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    r = run_python(code, TORCH_NEURONX_NATIVE_KERNELS="0")
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-1] == "0"
 
 
 def _child(code: str, **env) -> str:
     settings = {k: v for k, v in os.environ.items() if k != "TORCH_NEURONX_NATIVE_KERNELS"}
-    settings.update(env)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=settings, capture_output=True, text=True,
-                       timeout=300)
+    r = run_python(textwrap.dedent(code), env=settings, **env)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout.split()[-1]
 

@@ -7,13 +7,14 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuronx
+from helpers import rand
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2)}
 
 
 def _r(*shape, low=-2.0, high=2.0, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.rand(shape, generator=g) * (high - low) + low
+    """Uniform values in [low, high), seeded with seed plus the sum of the shape."""
+    return rand(*shape, lo=low, hi=high, seed=seed + sum(shape))
 
 
 # name -> (fn, inputs builder, an ATen op that must have run on the device)
