@@ -98,17 +98,17 @@ def _native_products_here() -> bool:
 def _native_child_outcomes(path: str) -> dict:
     """{test name: outcome} of the file's native_products tests, run in a child pytest process with
     TORCH_NEURONX_NATIVE_KERNELS=1."""
-    import subprocess
     import tempfile
     import xml.etree.ElementTree as ET
+
+    from helpers import run_python
 
     with tempfile.TemporaryDirectory(prefix="native_products_") as tmp:
         report = os.path.join(tmp, "report.xml")
         env = {**os.environ, _NATIVE_ENV: "1"}
         env.pop("PYTEST_XDIST_WORKER", None)
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "native_products",
-             f"--junitxml={report}", path], env=env, capture_output=True, text=True, timeout=1800)
+        proc = run_python(args=["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                "-m", "native_products", f"--junitxml={report}", path], env=env, timeout=1800)
         if not os.path.exists(report):
             raise AssertionError(f"the child pytest process wrote no report (exit {proc.returncode}):\n"
                                  f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")

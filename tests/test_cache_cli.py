@@ -9,11 +9,11 @@ import pickle
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
+from helpers import run_python
 from torch_neuronx import cli
 from torch_neuronx.cache.store import DiskStore, encode
 
@@ -34,7 +34,7 @@ def _python(args: list[str], cache_dir=None) -> subprocess.CompletedProcess:
     env.setdefault("TORCH_NEURONX_EAGER_FUSION", "0")  # eager ops' own entries (`run_fused` fills fused runs)
     if cache_dir is not None:
         env["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(cache_dir)
-    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+    r = run_python(args=args, env=env, cwd=REPO)
     assert r.returncode == 0, r.stderr
     return r
 

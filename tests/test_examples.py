@@ -13,13 +13,13 @@ eager.py runs without --model: it builds the tiny FLUX.2-klein itself (page_args
 under TMPDIR, which the test points at its own folder), as a user's first run does."""
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
 
+from helpers import run_python
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -38,9 +38,10 @@ def tmpdir_env(tmp_path_factory):
     return tmp, env
 
 
-def run_example(cmd, env, cwd):
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+def run_example(args, env, cwd):
+    """`python *args` (an example and its options) in the folder cwd."""
+    proc = run_python(args=args, env=env, cwd=cwd, timeout=400)
+    assert proc.returncode == 0, f"{proc.args} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
     return proc
 
 
@@ -68,7 +69,7 @@ def eager_run(tmpdir_env):
     tmp, env = tmpdir_env
     out = tmp / "eager"
     out.mkdir()
-    proc = run_example([sys.executable, str(EXAMPLES / "eager.py"), *SIZE], env, out)
+    proc = run_example([str(EXAMPLES / "eager.py"), *SIZE], env, out)
     return proc, out
 
 
@@ -99,7 +100,7 @@ def test_compiled_example_matches_cpu(tmpdir_env, model, reference):
     tmp, env = tmpdir_env
     out = tmp / "compiled"
     out.mkdir()
-    run_example([sys.executable, str(EXAMPLES / "compiled.py"), "--model", model, *SIZE], env, out)
+    run_example([str(EXAMPLES / "compiled.py"), "--model", model, *SIZE], env, out)
     assert_matches_cpu(out / "output.png", reference)
 
 
@@ -108,7 +109,7 @@ def test_the_demo_reports_each_mode_and_matches_cpu(tmpdir_env):
     mismatch or a fallback) and ends with its report."""
     tmp, env = tmpdir_env
     png = tmp / "demo.png"
-    proc = run_example([sys.executable, str(EXAMPLES / "demo.py"), "--height", "64", "--width", "64",
+    proc = run_example([str(EXAMPLES / "demo.py"), "--height", "64", "--width", "64",
                         "--steps", "2", "--output", str(png)], env, tmp)
     out = proc.stdout
     assert "RESULT: neuron matches the CPU (relative tolerance 0.03 in bfloat16)" in out

@@ -1,13 +1,11 @@
 """Ops without a lowering run on the CPU: counted, warned once, or an error when asked."""
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
 
 import torch_neuronx
+from helpers import run_python
 
 # An operator nothing lowers and nothing decomposes: defined here, with a CPU kernel only (every ATen
 # op the OpInfo database samples has a lowering or a decomposition by now)
@@ -92,8 +90,7 @@ def test_fallback_can_be_an_error():
         "except RuntimeError as e:\n"
         "    print('ERR', e)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "TORCH_NEURONX_CPU_FALLBACK": "error"})
+    r = run_python(code, TORCH_NEURONX_CPU_FALLBACK="error")
     assert r.returncode == 0, r.stderr
     assert "ERR" in r.stdout and "neuron_fallback_test.blend" in r.stdout and "TORCH_NEURONX_CPU_FALLBACK" in r.stdout
 

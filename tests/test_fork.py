@@ -7,14 +7,13 @@ test instead of stalling the run."""
 from __future__ import annotations
 
 import multiprocessing
-import os
-import subprocess
-import sys
 import time
 import traceback
 
 import pytest
 import torch
+
+from helpers import run_python
 
 CHILD_TIMEOUT = 20  # a hung child is killed after this (the error itself must arrive within FAST)
 FAST = 5.0
@@ -89,12 +88,6 @@ def test_first_touch_in_a_bad_fork_raises_naming_spawn(inherited, kind):
     assert torch.neuron._is_in_bad_fork() is False  # the parent is not
 
 
-def _python(code: str, env=None, timeout: int = 60) -> subprocess.CompletedProcess:
-    """`code` in a fresh interpreter (whose device runtime has not started unless `code` starts it)."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
-
-
 # the parent waits for its child with a deadline and kills it if it hangs
 _WAIT = (
     "def wait(pid, limit=20):\n"
@@ -110,7 +103,7 @@ _WAIT = (
 
 
 def test_a_child_forked_before_the_runtime_started_uses_the_device():
-    r = _python(
+    r = run_python(
         "import os, signal, time, torch\n"
         + _WAIT
         + "x = torch.linspace(-2, 2, 12).reshape(3, 4)\n"
@@ -124,7 +117,8 @@ def test_a_child_forked_before_the_runtime_started_uses_the_device():
         "    except BaseException:\n"
         "        import traceback; traceback.print_exc(); ok = False\n"
         "    os._exit(0 if ok else 3)\n"
-        "print('child', wait(pid), 'parent', torch.neuron._is_in_bad_fork())\n"
+        "print('child', wait(pid), 'parent', torch.neuron._is_in_bad_fork())\n",
+        timeout=60,
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["child", "0", "parent", "False"], r.stdout + r.stderr
@@ -135,7 +129,7 @@ def test_a_child_that_frees_inherited_tensors_exits_cleanly(tmp_path):
     (not os._exit): neither the frees nor the shutdown may hang or crash. An empty executable cache
     makes the parent compile, so the child also inherits jax's compile thread pool (whose
     destructor, run at the child's exit, crashed it)."""
-    r = _python(
+    r = run_python(
         "import gc, os, signal, sys, time, torch\n"
         + _WAIT
         + "ts = [torch.randn(64, device='neuron') for _ in range(8)]\n"
@@ -148,7 +142,8 @@ def test_a_child_that_frees_inherited_tensors_exits_cleanly(tmp_path):
         "    sys.exit(0)\n"
         "code = wait(pid)\n"
         "print('child', code, 'parent still works', float((torch.ones(4, device='neuron') * 2).sum()))\n",
-        env={"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path)},
+        timeout=60,
+        TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path),
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["child", "0", "parent", "still", "works", "8.0"], r.stdout + r.stderr

@@ -12,6 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
+from helpers import run_python  # noqa: E402
 from torch_neuronx import metrics  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -199,9 +200,6 @@ def test_safetensors_safe_open_onto_neuron(tensors_file):
 
 def test_safetensors_imported_before_torch(tensors_file):
     """safetensors imported first (before torch autoloads this package) still takes device="neuron"."""
-    import subprocess
-    import sys
-
     path, tensors = tensors_file
     code = (
         "import safetensors, sys\n"
@@ -210,7 +208,8 @@ def test_safetensors_imported_before_torch(tensors_file):
         f"t = load_file({path!r}, device='neuron')\n"
         "print(t['w'].device, t['w'].cpu().sum().item())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = run_python(code, timeout=120)
+    assert out.returncode == 0, out.stderr
     device, total = out.stdout.split()
     assert device == "neuron:0"
     assert float(total) == pytest.approx(tensors["w"].sum().item(), rel=1e-6)

@@ -3,15 +3,13 @@ their executable (no eager op), keys are values (the same bytes in every process
 has one executable per signature whoever calls it."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import torch
 
 import torch_neuronx
+from helpers import run_python
 from torch_neuronx import metrics
 from torch_neuronx.compile import graph
 from torch_neuronx.eager import buffers, executor
@@ -110,8 +108,7 @@ _KEYS = textwrap.dedent("""
 
 
 def _digests(device: str) -> list[str]:
-    env = {**os.environ, "PYTHONHASHSEED": "random"}
-    out = subprocess.run([sys.executable, "-c", _KEYS], env=env, capture_output=True, text=True, timeout=300)
+    out = run_python(_KEYS, PYTHONHASHSEED="random")
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.split()
 

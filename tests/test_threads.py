@@ -1,8 +1,6 @@
 """Several Python threads using the device at once: each result equals the CPU's, nothing hangs,
 nothing crashes. Python switches threads every 5 ms by default; the tests switch far more often so
 that one thread's op (its tracing, its compile, its launch) interleaves with the others'."""
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -12,6 +10,7 @@ import pytest
 import torch
 
 import torch_neuronx
+from helpers import run_python
 from torch_neuronx.runtime import storage
 
 JOIN_S = 120  # a deadlock fails the test instead of hanging it
@@ -210,6 +209,5 @@ assert not any(t.is_alive() for t in ts), "deadlock"
 assert not errors, "\n".join(errors)
 print("ok")
 '''
-    env = {**os.environ, "TORCH_NEURONX_CPU_FALLBACK": "error"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    r = run_python(code, TORCH_NEURONX_CPU_FALLBACK="error")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
