@@ -41,10 +41,11 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from child_process import child_env, last_json, run_child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("flux-eager", "flux-compiled", "ops")
@@ -174,21 +175,18 @@ def child(workload, mode, args):
 # ---------------------------------------------------------------- parent
 
 
-def run_child(workload, mode, env_extra, args):
-    env = dict(os.environ)
-    for var in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE", "JAX_COMPILATION_CACHE_DIR",
-                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"):
-        env.pop(var, None)
-    if args.omp_passive:
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
-    env.update(env_extra)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", workload, mode, "--ops", str(args.ops)]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
+def run_side(workload, mode, env_extra, args):
+    env = child_env({**({"OMP_WAIT_POLICY": "PASSIVE"} if args.omp_passive else {}), **env_extra},
+                    unset=("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
+                           "JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                           "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"))
+    p = run_child([os.path.abspath(__file__), "--child", workload, mode, "--ops", str(args.ops)],
+                  label=f"{workload} {mode}", env=env, timeout=args.timeout)
+    try:
+        out = last_json(p.stdout)
+    except ValueError:
         sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
-        raise SystemExit(f"child {workload} {mode} failed (exit {p.returncode})")
-    out = json.loads(lines[-1])
+        raise SystemExit(f"child {workload} {mode} failed (no result)") from None
     warnings_seen = [ln for ln in p.stderr.splitlines() if "torch_neuronx:" in ln]
     out["warnings"] = warnings_seen
     return out
@@ -221,7 +219,7 @@ def parent(args):
                            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
                 for mode, env in (("cold", ours_env), ("warm", ours_env), ("jax-cold", jax_env), ("jax-warm", jax_env)):
-                    out = run_child(w, mode, env, args)
+                    out = run_side(w, mode, env, args)
                     results[w][mode].append(out)
                     print(f"  [{r + 1}/{args.repeats}] {LABELS[w]:16} {mode:9} first {out['first_s']:7.3f} s, "
                           f"second {out['second_s'] * 1e3:8.1f} ms", file=sys.stderr, flush=True)

@@ -21,9 +21,10 @@ import argparse
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
+
+from child_process import child_env, run_child
 
 TARGET_MB, TARGET_RATIO = 64, 1.3
 
@@ -44,15 +45,14 @@ def _args(argv=None):
 
 def launch(argv) -> int:
     """Run this file under torchrun on 2 ranks; rank 0 prints the table."""
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)  # torchrun's default, as users get it
-    env.pop("NEURON_RT_VISIBLE_CORES", None)  # one core per rank, by LOCAL_RANK
+    # OMP_NUM_THREADS: torchrun's default, as users get it; NEURON_RT_VISIBLE_CORES: one core per rank, by LOCAL_RANK
+    env = child_env(unset=("OMP_NUM_THREADS", "NEURON_RT_VISIBLE_CORES"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={port}", os.path.abspath(__file__), *argv]
-    return subprocess.run(cmd, env=env).returncode
+    cmd = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
+           os.path.abspath(__file__), *argv]
+    return run_child(cmd, label="torchrun", env=env, capture=False, check=False).returncode
 
 
 def worker(args) -> None:

@@ -39,9 +39,10 @@ import copy
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from child_process import child_env, run_child
 
 TOLERANCE = 1e-5
 SETTINGS = {"default": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"}}
@@ -220,12 +221,11 @@ def main():
     for model in ("tiny", "small") if args.model == "both" else (args.model,):
         results = {}
         for setting in settings:
-            env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-            env.update(SETTINGS[setting])
+            env = child_env(SETTINGS[setting], unset=("OMP_WAIT_POLICY",))
             opts = dict(model=model, rounds=args.rounds, blocks=args.blocks, tokens=args.tokens,
                         profile=args.profile and setting == settings[0])
-            proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(opts)], env=env,
-                                  stdout=subprocess.PIPE, text=True)
+            proc = run_child([__file__, "--child", json.dumps(opts)], label=f"{model} / {setting}", env=env,
+                             capture="stdout", check=False)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
             if proc.returncode or not lines:
                 print(f"{model} / {setting}: the child process failed (exit {proc.returncode})")

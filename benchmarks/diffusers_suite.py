@@ -34,6 +34,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+from child_process import child_env, run_child
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TARGETS = [
@@ -106,17 +108,14 @@ SPEC = "diffusers_device_spec.py"  # beside this file; copied into the extracted
 
 
 def run_target(src: str, target: str, report: str, timeout: int, policy: str | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    env.update(
-        DIFFUSERS_TEST_DEVICE="neuron", HF_HUB_OFFLINE="1",
-        DIFFUSERS_TEST_DEVICE_SPEC=SPEC,  # imported by module name from the tests' folder
-        PYTHONPATH=os.pathsep.join(p for p in (ROOT, src, env.get("PYTHONPATH")) if p),
-    )
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", target]
+    env = child_env({
+        "OMP_WAIT_POLICY": policy or None, "DIFFUSERS_TEST_DEVICE": "neuron", "HF_HUB_OFFLINE": "1",
+        "DIFFUSERS_TEST_DEVICE_SPEC": SPEC,  # imported by module name from the tests' folder
+        "PYTHONPATH": os.pathsep.join(p for p in (ROOT, src, os.environ.get("PYTHONPATH")) if p),
+    })
+    cmd = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", target]
     try:
-        out = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=timeout)
+        out = run_child(cmd, label=target, env=env, cwd=src, timeout=timeout, check=False)
         return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-500:]
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout} s"

@@ -20,9 +20,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
+
+from child_process import child_env, last_json, run_child
 
 
 def _median_us(fn, sync, iters, repeats=7):
@@ -67,13 +67,10 @@ def measure(devices, iters) -> dict:
 
 
 def _child(policy: str | None, devices: str, iters: int) -> dict:
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", devices, "--iters", str(iters)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    r = run_child([os.path.abspath(__file__), "--child", devices, "--iters", str(iters)],
+                  label=f"{devices} (OMP_WAIT_POLICY={policy or 'unset'})",
+                  env=child_env({"OMP_WAIT_POLICY": policy or None}))
+    return last_json(r.stdout)
 
 
 def main():

@@ -29,10 +29,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from child_process import child_env, last_json, run_child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -87,14 +88,14 @@ def _instrument_compile(timers: _Timers):
     import jax
 
     from torch_neuronx.cache import ExecutableCache
-    from torch_neuronx.compile import backend, cpu_checks, graph, shortcut
+    from torch_neuronx.compile import aot_records, backend, graph, graph_argument_checks
 
     timers.wrap(backend, "_aot", "backend")  # neuron_backend itself is registered by reference
-    timers.wrap(cpu_checks, "first_error", "cpu checks")
-    timers.wrap(shortcut, "key_of", "aot shortcut key")
-    timers.wrap(shortcut, "remember", "aot shortcut record")
-    if hasattr(shortcut, "finish_records"):  # the record's thread: what the first call still waits for
-        timers.wrap(shortcut, "finish_records", "aot record wait")
+    timers.wrap(graph_argument_checks, "first_error", "cpu checks")
+    timers.wrap(aot_records, "key_of", "aot shortcut key")
+    timers.wrap(aot_records, "remember", "aot shortcut record")
+    if hasattr(aot_records, "finish_records"):  # the record's thread: what the first call still waits for
+        timers.wrap(aot_records, "finish_records", "aot record wait")
     timers.wrap(graph.GraphProgram, "__init__", "graph setup")
     timers.wrap(graph.GraphProgram, "__call__", "graph call")
     timers.wrap(graph.GraphProgram, "_compile", "lowering+xla")
@@ -238,18 +239,14 @@ CHILDREN = {"compiled": child_compiled, "eager": child_eager, "ops": child_ops}
 
 # ------------------------------------------------------------------------------------------ parent
 
-def run_child(what: str, model: str = "tiny") -> dict:
+def run_side(what: str, model: str = "tiny") -> dict:
     folder = tempfile.mkdtemp(prefix="first_calls_")
-    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=folder, FIRST_CALLS_MODEL=model)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env({"TORCH_NEURONX_NEFF_CACHE_DIR": folder, "FIRST_CALLS_MODEL": model}, root_on_path=True)
     try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", what], env=env,
-                              capture_output=True, text=True, timeout=900)
+        proc = run_child([os.path.abspath(__file__), "--child", what], label=what, env=env, timeout=900)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child {what} failed:\n{proc.stdout}\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return last_json(proc.stdout)
 
 
 def _ms(v: float) -> str:
@@ -271,7 +268,7 @@ def main():
     results = {what: [] for what in args.only}
     for _ in range(args.repeats):  # interleaved, so a busy moment hits every workload alike
         for what in args.only:
-            results[what].append(run_child(what, args.model))
+            results[what].append(run_side(what, args.model))
 
     def med(what, key, sub=None):
         vals = [r[key] if sub is None else r[key][sub] for r in results[what]]

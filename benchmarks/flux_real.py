@@ -46,10 +46,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from child_process import child_env, run_child as run_python_child, run_json_child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -285,9 +286,6 @@ def save_child(spec):
 
 
 def run_child(spec, policy=None, autoload=True, timeout=3600, core_memory=None):
-    sys.path.insert(0, HERE)
-    from child_process import run_json_child
-
     label = f"{spec.get('side') or spec.get('role')} {spec.get('dtype')} (OMP_WAIT_POLICY={policy or 'unset'})"
     return run_json_child(__file__, spec, label=label, autoload=autoload, timeout=timeout,
                           settings={"OMP_WAIT_POLICY": policy, "TORCH_NEURONX_CORE_MEMORY": core_memory})
@@ -388,9 +386,8 @@ def _cpu_kernels():
     """What decides the 16-bit products on this CPU: torch's CPU capability and oneDNN's 16-bit support."""
     code = ("import torch; print(torch.backends.cpu.get_cpu_capability(), "
             "torch.ops.mkldnn._is_mkldnn_bf16_supported(), torch.cpu._is_avx512_bf16_supported())")
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    cap, onednn_bf16, avx512_bf16 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                                                   text=True, check=True).stdout.split()
+    env = child_env({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    cap, onednn_bf16, avx512_bf16 = run_python_child(["-c", code], label="CPU kernels", env=env).stdout.split()
     return f"torch's CPU capability {cap}, oneDNN bf16 kernels {onednn_bf16 == 'True'}, AVX-512 BF16 {avx512_bf16 == 'True'}"
 
 

@@ -48,6 +48,8 @@ import statistics
 import sys
 import time
 
+from child_process import run_json_child
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IMG, TXT = 256, 32
@@ -225,9 +227,6 @@ def child(spec):
 
 
 def run_child(spec, policy=None, fusion=None, timeout=900, empty_inductor_cache=True, autoload=True):
-    sys.path.insert(0, HERE)
-    from child_process import run_json_child
-
     return run_json_child(__file__, dict(spec, launched=time.time()), timeout=timeout, autoload=autoload,
                           label=f"{spec['role']} (OMP_WAIT_POLICY={policy or 'unset'}, fusion={fusion})",
                           empty_inductor_cache=empty_inductor_cache,

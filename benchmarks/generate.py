@@ -26,10 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+
+from child_process import last_json, run_child
 
 # a fresh executable cache, so "cold" is cold (set before torch_neuronx reads it); removed at exit
 if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:
@@ -142,10 +143,7 @@ def main():
             model.to(device)
             for cache in ("dynamic", "static"):
                 rows[device, cache] = measure(model, device, cache, prompt, new_prompt, args.new_tokens, args.repeats)
-    child = subprocess.run(
-        [sys.executable, __file__, "--cold-only", *sys.argv[1:]], capture_output=True, text=True, check=True
-    )
-    warm = json.loads(child.stdout.strip().splitlines()[-1])
+    warm = last_json(run_child([__file__, "--cold-only", *sys.argv[1:]], label="--cold-only").stdout)
     print(f"Llama, {args.layers} layers, hidden {args.hidden}; prompt {args.prompt} tokens, {args.new_tokens} new "
           f"(greedy); torch threads {torch.get_num_threads()}, neuron platform {torch.neuron.platform()}")
     head = ("cache", "metric", "cpu", "neuron", "neuron/cpu")

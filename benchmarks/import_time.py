@@ -21,9 +21,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
+
+from child_process import child_env, run_child
 
 IMPORT = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
 
@@ -74,16 +74,12 @@ print(json.dumps({"times": times, "dynamo": dynamo, "disk_load_s": cache["disk_l
 
 
 def _child_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(extra)
-    return env
+    return child_env(extra, unset=("PYTHONDONTWRITEBYTECODE",))
 
 
 def _run(code: str, env: dict) -> str:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"a child failed:\n{out.stderr[-4000:]}")
-    return out.stdout.strip().splitlines()[-1]
+    """The last line `code` prints in a child process of its own."""
+    return run_child(["-c", code], label="of import_time.py", env=env).stdout.strip().splitlines()[-1]
 
 
 def _load() -> str:

@@ -12,10 +12,7 @@ path, so the CPU baseline is never taken under it.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from child_process import child_env, last_json, run_child
 
 CHILD = r"""
 import os, json, statistics, time
@@ -44,13 +41,10 @@ print(json.dumps(out))
 
 
 def run(checks: bool, policy: str | None, devices: str = "neuron") -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    env["INDEX_CHECK_DEVICES"] = devices
-    env["TORCH_NEURONX_VALUE_CHECKS"] = "1" if checks else "0"
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, check=True)
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    env = child_env({"INDEX_CHECK_DEVICES": devices, "TORCH_NEURONX_VALUE_CHECKS": "1" if checks else "0",
+                     "OMP_WAIT_POLICY": policy or None})
+    r = run_child(["-c", CHILD], label=f"{devices} (checks {checks}, OMP_WAIT_POLICY={policy or 'unset'})", env=env)
+    return last_json(r.stdout)
 
 
 def main():

@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 
+from child_process import child_env, start_child
+
 CONFIGS = {
     "bounded": {},
     "unbounded": {"TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES": str(10**9),
@@ -144,16 +146,14 @@ def parent(args):
     total = time.perf_counter()
     for name, extra in CONFIGS.items():
         folder = tempfile.mkdtemp(prefix=f"neff_many_shapes_{name}_")
-        env = dict(os.environ)
-        for var in ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES",
-                    "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"):
-            env.pop(var, None)
-        env.update(extra, TORCH_NEURONX_NEFF_CACHE_DIR=folder)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--counts", *map(str, args.counts),
+        env = child_env({**extra, "TORCH_NEURONX_NEFF_CACHE_DIR": folder},
+                        unset=("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES",
+                               "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"))
+        cmd = [os.path.abspath(__file__), "--child", "--counts", *map(str, args.counts),
                "--check-every", str(args.check_every), "--workload", args.workload]
         errors = tempfile.TemporaryFile("w+")
         try:
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
+            p = start_child(cmd, env=env, stdout=subprocess.PIPE, stderr=errors)
             out = []
             for line in p.stdout:
                 if line.startswith("{"):

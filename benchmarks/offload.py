@@ -26,7 +26,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse
 import json
 import statistics
-import subprocess
 import tempfile
 import time
 
@@ -34,6 +33,7 @@ import numpy as np
 import torch
 
 import torch_neuronx
+from child_process import child_env, run_child
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from flux2_klein import build_pipeline  # noqa: E402
@@ -175,12 +175,11 @@ def _cpu_baseline(args) -> int:
 
 
 def _run_cpu_baseline(args) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cpu.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--height", str(args.height), "--width", str(args.width),
+        cmd = [os.path.abspath(__file__), "--height", str(args.height), "--width", str(args.width),
                "--steps", str(args.steps), "--repeats", str(args.repeats), "--cpu-baseline", out]
-        subprocess.run(cmd, env=env, check=True)
+        run_child(cmd, label="--cpu-baseline", env=child_env(unset=("OMP_WAIT_POLICY",)), capture=False)
         with open(out) as f:
             return json.load(f)
 

@@ -43,6 +43,7 @@ os.environ.setdefault("TORCH_NEURONX_PLATFORM", "cpu")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 import opinfo_support as S  # noqa: E402
+from child_process import start_child  # noqa: E402
 
 CHUNK = 100  # entries per child process (see _run_isolated)
 
@@ -153,13 +154,12 @@ def _run_jobs(jobs, ops_filter, max_samples, timeout_s, verbose, stream, chunk, 
             end += 1
         batch = jobs[pos:end]
         spec = json.dumps([[i, S.DTYPE_NAMES[d]] for i, _, d in batch])
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--max-samples", str(max_samples),
-               "--timeout", str(timeout_s)]
+        cmd = [os.path.abspath(__file__), "--worker", "--max-samples", str(max_samples), "--timeout", str(timeout_s)]
         if ops_filter:
             cmd += ["--ops", ops_filter]
         if COMPILED[0]:
             cmd += ["--compiled"]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc = start_child(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         proc.stdin.write(spec)
         proc.stdin.close()
         lines: queue.Queue = queue.Queue()

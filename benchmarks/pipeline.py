@@ -48,9 +48,10 @@ import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+
+from child_process import child_env, run_child  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples")
@@ -141,25 +142,18 @@ def child(args) -> int:
 # ---------------------------------------------------------------- parent
 
 
-def run_child(kind, dtype, folder, args, policy=None, cache_dir=None, tmp=None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY" and k not in CACHE_VARS}
-    env["HF_HUB_OFFLINE"] = "1"
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    if cache_dir:
-        env["TORCH_NEURONX_NEFF_CACHE_DIR"] = cache_dir
+def run_side(kind, dtype, folder, args, policy=None, cache_dir=None, tmp=None) -> dict:
+    env = child_env({"HF_HUB_OFFLINE": "1", "OMP_WAIT_POLICY": policy or None,
+                     **({"TORCH_NEURONX_NEFF_CACHE_DIR": cache_dir} if cache_dir else {})}, unset=CACHE_VARS)
     out, image = os.path.join(tmp, "out.json"), os.path.join(tmp, "image.npy")
     for p in (out, image):
         if os.path.exists(p):
             os.remove(p)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--dtype", dtype, "--folder", folder,
+    cmd = [os.path.abspath(__file__), "--child", kind, "--dtype", dtype, "--folder", folder,
            "--height", str(args.height), "--width", str(args.width), "--steps", str(args.steps),
            "--repeats", str(args.repeats), "--out", out, "--image", image]
     started = time.perf_counter()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
-        raise SystemExit(f"child {kind} {dtype} (OMP_WAIT_POLICY={policy or 'unset'}) failed (exit {p.returncode})")
+    p = run_child(cmd, label=f"{kind} {dtype} (OMP_WAIT_POLICY={policy or 'unset'})", env=env, timeout=args.timeout)
     if kind == "save":
         return {}
     with open(out) as f:
@@ -207,11 +201,11 @@ def parent(args) -> int:
     try:
         for dtype in dtypes:
             folder = os.path.join(root, f"pipe_{dtype}")
-            run_child("save", dtype, folder, args, tmp=root)
+            run_side("save", dtype, folder, args, tmp=root)
             rows = []
 
             def add(label, policy, **kw):
-                r = run_child(policy=policy, tmp=root, dtype=dtype, folder=folder, args=args, **kw)
+                r = run_side(policy=policy, tmp=root, dtype=dtype, folder=folder, args=args, **kw)
                 r["label"], r["policy"] = label, policy or "default"
                 rows.append(r)
                 warm = f"{r['warm_s']:.2f}" if r["warm_s"] is not None else "-"
