@@ -173,7 +173,7 @@ def test_compiled_model_on_device_one_stays_there(memory_only_cache):
         out = c(xd)
         want = m(x)
     assert out.device == torch.device("neuron", 1)
-    (jax_dev,) = storage.BUFFERS[torch_neuronx._C._storage_key(out)].devices()
+    (jax_dev,) = storage.buffer(torch_neuronx._C._storage_key(out)).devices()
     assert jax_dev.id == 1  # computed on the second core, not copied there
     torch.testing.assert_close(out.cpu(), want, rtol=1e-5, atol=1e-5)
     assert torch.neuron.memory_allocated(0) == base0  # nothing was put on neuron:0
@@ -202,7 +202,7 @@ def test_graph_without_tensor_inputs_runs_on_the_device_it_names():
     base0 = torch.neuron.memory_allocated(0)
     got = _compiled(f)()
     assert got.device == torch.device("neuron", 1)
-    (jax_dev,) = storage.BUFFERS[torch_neuronx._C._storage_key(got)].devices()
+    (jax_dev,) = storage.buffer(torch_neuronx._C._storage_key(got)).devices()
     assert jax_dev.id == 1
     torch.testing.assert_close(got.cpu(), torch.arange(6.0).reshape(2, 3) * 2 + 1)
     assert torch.neuron.memory_allocated(0) == base0

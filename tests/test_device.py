@@ -203,7 +203,7 @@ def test_synchronize_waits_for_the_devices_work():
     outs = [a @ a for _ in range(8)]
     torch.accelerator.synchronize()
     storage.sync()
-    assert all(b.is_ready() for b in storage.BUFFERS.values())
+    assert all(b.is_ready() for b in storage.every_buffer())
     torch.testing.assert_close(outs[-1].cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-3)
 
 
@@ -243,7 +243,7 @@ def test_memory_info_is_the_capacity_less_what_is_reserved():
 
 
 def test_device_capability_is_the_dtypes_the_device_carries():
-    from torch_neuronx.runtime.dtypes import TORCH_TO_NUMPY
+    from torch_neuronx.runtime.numpy_dtypes import TORCH_TO_NUMPY
 
     for device in (None, "neuron:1"):
         assert torch.accelerator.get_device_capability(device)["supported_dtypes"] == set(TORCH_TO_NUMPY)

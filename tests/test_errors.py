@@ -322,7 +322,7 @@ def test_out_of_range_device_index_is_a_clear_error():
         torch.neuron.set_device(5)
 
 
-# ---- (4) compiled graphs: the same table checks a Dynamo graph's calls (compile/cpu_checks.py). The CPU's
+# ---- (4) compiled graphs: the same table checks a Dynamo graph's calls (compile/graph_argument_checks.py). The CPU's
 # compiled graph (backend "eager": its kernels run the graph) raises from its kernel when called;
 # neuron's raises the same type and message, the op named. Inputs are the graph's arguments.
 
