@@ -4,12 +4,11 @@ Every value is compared with the CPU and with the same ops run one launch each (
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from helpers import run_python
 from torch_neuronx import metrics
 from torch_neuronx.eager import fusion
 from torch_neuronx.runtime import storage
@@ -205,7 +204,7 @@ def test_off_by_environment_and_runs_load_from_disk(tmp_path):
     env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
 
     def child(**extra):
-        r = subprocess.run([sys.executable, "-c", code], env=dict(env, **extra), capture_output=True, text=True, timeout=300)
+        r = run_python(code, env=env, **extra)
         assert r.returncode == 0, r.stderr
         value, runs, compiled, loaded = r.stdout.split()
         return float(value), int(runs), int(compiled), int(loaded)
@@ -248,7 +247,7 @@ def test_a_new_process_takes_each_ops_output_plan_from_disk_and_runs_no_meta_ker
     env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
 
     def child():
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        r = run_python(code, env=env)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout.splitlines()[-1])
 

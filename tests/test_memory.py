@@ -1,11 +1,10 @@
 """Storages own their device buffers: freeing the tensor frees the buffer and the accounting."""
 import gc
 import os
-import subprocess
-import sys
 
 import torch
 
+from helpers import run_python
 from torch_neuronx.runtime import storage
 
 
@@ -102,12 +101,7 @@ def test_empty_cache_runs_no_garbage_collection():
 
 def _run_with_capacity(capacity: str, code: str) -> str:
     """Run `code` in a fresh process whose cores have TORCH_NEURONX_CORE_MEMORY=capacity; its stdout."""
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TORCH_NEURONX_CORE_MEMORY=capacity)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    r = run_python(code, TORCH_NEURONX_CORE_MEMORY=capacity)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 
@@ -178,13 +172,7 @@ print("ok")
 
 
 def test_capacity_setting_is_checked():
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TORCH_NEURONX_CORE_MEMORY="lots")
-    r = subprocess.run([sys.executable, "-c", "import torch; torch.ones(1, device='neuron')"],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = run_python("import torch; torch.ones(1, device='neuron')", TORCH_NEURONX_CORE_MEMORY="lots")
     assert "TORCH_NEURONX_CORE_MEMORY='lots': expected a size" in r.stderr + r.stdout
 
 
@@ -278,7 +266,6 @@ def test_cpu_schedules_for_memory_unless_xla_flags_say_otherwise():
     assert f"{flag}=false" in keys.xla_flags()
     code = ("import os, torch; torch.ones(2, device='neuron').cpu(); "
             f"print([f for f in os.environ['XLA_FLAGS'].split() if f.startswith('{flag}')])")
-    env = {**os.environ, "XLA_FLAGS": f"{flag}=true"}
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    r = run_python(code, XLA_FLAGS=f"{flag}=true")
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split("\n")[-2] == f"['{flag}=true']"
