@@ -27,7 +27,8 @@ import torch
 
 from .. import metrics
 from ..cache import Built, Key, executable_cache
-from ..ops.protocol import raise_failed_check
+from ..ops import protocol
+from ..ops.protocol import Plan
 from ..runtime import config, devices, executables, storage, streams
 from ..runtime.lazy_jax import jax
 
@@ -187,6 +188,13 @@ class Run:
             writes.append(r)
         self.ops.append(_Queued(entry, slot_map, n_scalars, fresh, writes))
 
+    def store(self, live, bufs) -> None:
+        """After the launch: each live run storage's new buffer, stored where its queued op's Pending
+        buffer still is (a later write or a free has replaced it otherwise)."""
+        for r, buf in zip(live, bufs):
+            st = self.storages[r]
+            storage.replace(st.key, st.buffer, buf)
+
     def inputs(self) -> list:
         """The run storages that came in with a real buffer, in order (the executable's inputs)."""
         return [r for r, st in enumerate(self.storages) if st.input is not None]
@@ -258,14 +266,14 @@ def _flush(reason: str) -> None:
         raise
     for buf in outs:  # each: the launch is done when any one is, and some may die first
         streams.launched(device, buf, run.stream)
-    for r, buf in zip(live, outs):
-        st = run.storages[r]
-        storage.replace(st.key, st.buffer, buf)
-    storage.set_queued(False)  # only now: a reader that found ops queued waits on the lock for these buffers
-    metrics.fused_run(len(run.ops), reason)
-    last = run.ops[-1].entry
-    if last.checks:  # the last op's failure flags came out last (its writes are stored, as op by op)
-        raise_failed_check(outs[-1], last.checks)
+    # the ops' results were wrapped when they were queued: what comes out is the live storages' new
+    # buffers, then the last op's check flags (its writes are stored before its check raises, as op by op)
+    plan = Plan([], [], live, run.ops[-1].entry.checks)
+    try:
+        protocol.finish(plan, outs, run, None, device, run.describe())
+    finally:
+        storage.set_queued(False)  # only now: a reader that found ops queued waits on the lock for these buffers
+        metrics.fused_run(len(run.ops), reason)
 
 
 def _lose(run: Run, live, error) -> None:
