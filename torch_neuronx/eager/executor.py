@@ -66,13 +66,15 @@ class Entry:
     the disk cache keeps beside the executable), and its traced jaxpr where it was traced in this
     process (what a fused run replays). `fn` is None until the op first runs on its own."""
 
-    __slots__ = ("fn", "plan", "fresh", "write_slots", "checks", "device", "key", "name", "jaxpr", "out_avals")
+    __slots__ = ("fn", "plan", "fresh", "write_slots", "checks", "fresh_returns", "device", "key", "name", "jaxpr",
+                 "out_avals")
 
     def __init__(self, fn, plan: Plan, device, key: Key, name: str, jaxpr=None):
         self.fn = fn
         self.plan = plan
         # the plan's parts the hot path reads
         self.fresh, self.write_slots, self.checks = plan.fresh, plan.write_slots, plan.checks
+        self.fresh_returns = protocol.fresh_in_order(plan.returns, len(plan.fresh))  # results = the fresh tensors
         self.device = device
         self.key = key
         self.name = name  # the op's name
@@ -273,8 +275,9 @@ def _enqueue(spec, args, kwargs, call, entry):
     _add_scalar_inputs(call, scalars)
     fresh = protocol.fresh_tensors(entry.fresh, None, entry.device, spec.name)
     fusion.enqueue(spec, call, entry, scalars, [_storage_key(t) for t in fresh])
-    values = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
-    return values[0] if spec.single_return else tuple(values)
+    if not entry.fresh_returns:
+        fresh = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
+    return fresh[0] if spec.single_return else tuple(fresh)
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a

@@ -40,7 +40,7 @@ SMALL_RUN = 32  # runs of at most this many ops compile with XLA's quick options
 _Pending = storage.Pending
 _Lost = storage.Lost
 _buffer = storage.buffer
-_set_buffer = storage.set_buffer
+_put_buffer = storage.put_buffer
 _deterministic = torch.are_deterministic_algorithms_enabled
 _current_stream = streams.current_stream
 RUN = "run"  # the cache namespace of fused runs' executables
@@ -171,7 +171,7 @@ class Run:
             storages.append(_Storage(k, p, None))
             if k:
                 index[k] = r
-                _set_buffer(k, p)
+                _put_buffer(k, p)
             produced.append(r)
             fresh.append(r)
         writes = []
@@ -184,7 +184,8 @@ class Run:
                 if r not in fresh:
                     produced.append(r)
             st.buffer = p = _Pending(*avals[n_fresh + j])
-            _set_buffer(st.key, p)
+            if st.key:
+                _put_buffer(st.key, p)
             writes.append(r)
         self.ops.append(_Queued(entry, slot_map, n_scalars, fresh, writes))
 

@@ -303,23 +303,29 @@ def finish(plan: Plan, outs, storages: StorageInputs, argument, device, what: st
 def fresh_tensors(fresh: list, bufs, device, what: str) -> list:
     """A new tensor per FreshOutput, holding its buffer (`bufs` None: their buffers come later, a
     queued op's)."""
-    tensors = []
     try:
-        # (unpacked as a tuple: a NamedTuple's field reads cost a call each, on every eager op)
-        for i, (sizes, strides, dtype, is_neg, is_conj, on_cpu) in enumerate(fresh):
-            t = _empty_strided(sizes, strides, dtype=dtype, device=device)
-            if bufs is not None:
-                _set_buffer(_storage_key(t), bufs[i])
+        tensors = [_empty_strided(f[0], f[1], dtype=f[2], device=device) for f in fresh]
+    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
+        raise torch.OutOfMemoryError(f"{what}: {e}") from None
+    if bufs is not None:
+        for t, buf in zip(tensors, bufs):
+            _set_buffer(_storage_key(t), buf)
+    for i, (_sizes, _strides, _dtype, is_neg, is_conj, on_cpu) in enumerate(fresh):
+        if is_neg or is_conj or on_cpu:  # a graph's result PyTorch returns as a lazy view, or on the CPU
+            t = tensors[i]
             if is_neg:
                 t = torch._neg_view(t)
             if is_conj:
                 t = torch._conj(t)
-            if on_cpu:
-                t = t.cpu()
-            tensors.append(t)
-    except torch.OutOfMemoryError as e:  # a result past the core's capacity (the allocator's check)
-        raise torch.OutOfMemoryError(f"{what}: {e}") from None
+            tensors[i] = t.cpu() if on_cpu else t
     return tensors
+
+
+def fresh_in_order(returns, n_fresh: int) -> bool:
+    """Whether the returns are exactly the fresh results, in order (then `results` is the fresh list
+    itself: what most ops return, known once per plan)."""
+    return len(returns) == n_fresh and all(
+        kind == ReturnKind.FRESH and type(what) is int and what == i for i, (kind, what) in enumerate(returns))
 
 
 def results(returns, fresh: list, argument) -> list:

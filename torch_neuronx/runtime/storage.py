@@ -41,6 +41,10 @@ def set_buffer(key: int, buf) -> None:
         _buffers[key] = buf
 
 
+# storage `key` (nonzero) now holds a buffer: the table's own setter, for hot paths that know the key is one
+put_buffer = _buffers.__setitem__
+
+
 def set_buffers(keys, bufs) -> None:
     for key, buf in zip(keys, bufs):
         if key:
