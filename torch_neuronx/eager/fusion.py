@@ -120,11 +120,12 @@ class _Queued:
     """One queued op: its traced entry, where its slots are among the run's storages, the run
     storages its fresh results and its writes become."""
 
-    __slots__ = ("entry", "slot_map", "n_scalars", "fresh", "writes")
+    __slots__ = ("entry", "slot_map", "n_scalars", "fresh", "writes", "sig")
 
     def __init__(self, entry, slot_map, n_scalars, fresh, writes):
         self.entry = entry
         self.slot_map = slot_map
+        self.sig = (entry.key.value, slot_map)  # its part of the run's key
         self.n_scalars = n_scalars
         self.fresh = fresh  # run storage per fresh output
         self.writes = writes  # run storage per written slot
@@ -204,12 +205,12 @@ class Run:
         """The produced storages still alive: what comes out of the run (what died never does: each op
         applies the frees before it; the few freed since the last op count as alive: applying them
         here could meet a resize of a storage still queued)."""
-        return [r for r in self.produced if self.storages[r].key and _buffer(self.storages[r].key) is self.storages[r].buffer]
+        storages = self.storages
+        return [r for r in self.produced if storages[r].key and _buffer(storages[r].key) is storages[r].buffer]
 
     def key(self, live) -> Key:
         """Per op, its value key and which run storages its slots are; then the storages that come out."""
-        sig = tuple((op.entry.key.value, op.slot_map) for op in self.ops)
-        return Key(RUN, (sig, tuple(live)), self.device)
+        return Key(RUN, (tuple([op.sig for op in self.ops]), tuple(live)), self.device)
 
     def describe(self) -> str:
         names = [op.entry.name for op in self.ops]
