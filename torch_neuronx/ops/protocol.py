@@ -11,7 +11,7 @@ results become tensors, and how a call's cache key is spelled as bytes.
   a write (in-place op, out=, a graph's input mutation) lands in the storage's new flat buffer,
   which the executable returns and the caller stores (the old one is donated).
 - A fresh result is a new storage laid out as PyTorch's meta kernel or fake value says
-  (`fresh_storage`), wrapped into a tensor after the launch (`wrap`).
+  (`fresh_storage`), wrapped into a tensor after the launch (`fresh_tensors`, through `finish`).
 - Keys are plain values (op or graph digest, layouts, static arguments, scalar types, platform):
   `key_digest` spells one as bytes the same way in every process.
 """
@@ -223,15 +223,6 @@ def fresh_storage(value, sizes, strides):
 _empty_strided = torch.empty_strided
 _set_buffer = storage.set_buffer
 _storage_key = storage.storage_key
-
-
-def wrap(buf, sizes, strides, dtype, device) -> torch.Tensor:
-    """A new neuron tensor (sizes, strides) whose storage holds the flat buffer `buf` (None: its
-    buffer comes later, a queued op's)."""
-    t = torch.empty_strided(sizes, strides, dtype=dtype, device=device)
-    if buf is not None:
-        storage.set_buffer(storage.storage_key(t), buf)
-    return t
 
 
 def wrap_contiguous(buf, sizes, dtype, device) -> torch.Tensor:
