@@ -87,6 +87,9 @@ class ExecutableCache:
         self._checked = disk is None  # whether loading from disk was tried on this host
         self._evicted_since_clear = 0
         self._lock = threading.Lock()
+        # the last key spelled and its spelling: one acquisition locks, loads and saves the same key,
+        # and a fused run's key is thousands of values long
+        self._last_spelled = (None, None)
 
     # ---- memory
 
@@ -142,10 +145,15 @@ class ExecutableCache:
         return self._environment
 
     def _entry_key(self, key: Key) -> bytes | None:
+        last, spelled = self._last_spelled
+        if last is key:
+            return spelled
         try:
-            return keys.entry_key(self.environment(), key.namespace, key.value)
+            spelled = keys.entry_key(self.environment(), key.namespace, key.value)
         except TypeError:  # a key with a value that has no stable spelling: memory only
-            return None
+            spelled = None
+        self._last_spelled = (key, spelled)
+        return spelled
 
     def load(self, key: Key, name: str) -> Found | None:
         """The executable of `key` (loaded on `key.device`) and its metadata, from disk; None on a miss.

@@ -145,8 +145,8 @@ class _CallInputs:
             self.constant_layouts.append(lay)
         sig.extend(self.constant_layouts)
         self.offsets = np.array(offsets, np.int64)
-        self.buffers = self.storages.buffers()
-        sig.append(StorageInputs.state(self.buffers))
+        self.buffers, state = self.storages.buffers_and_state()
+        sig.append(state)
         self.sig = tuple(sig)  # the input signature (the device is the key's own field)
 
     def arrays(self) -> list:

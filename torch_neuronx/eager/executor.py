@@ -66,8 +66,8 @@ class Entry:
     the disk cache keeps beside the executable), and its traced jaxpr where it was traced in this
     process (what a fused run replays). `fn` is None until the op first runs on its own."""
 
-    __slots__ = ("fn", "plan", "fresh", "write_slots", "checks", "fresh_returns", "device", "key", "name", "jaxpr",
-                 "out_avals")
+    __slots__ = ("fn", "plan", "fresh", "write_slots", "checks", "fresh_returns", "returned_argument", "device", "key",
+                 "name", "jaxpr", "out_avals")
 
     def __init__(self, fn, plan: Plan, device, key: Key, name: str, jaxpr=None):
         self.fn = fn
@@ -75,6 +75,7 @@ class Entry:
         # the plan's parts the hot path reads
         self.fresh, self.write_slots, self.checks = plan.fresh, plan.write_slots, plan.checks
         self.fresh_returns = protocol.fresh_in_order(plan.returns, len(plan.fresh))  # results = the fresh tensors
+        self.returned_argument = protocol.returned_argument(plan.returns)  # an in-place or out= op's
         self.device = device
         self.key = key
         self.name = name  # the op's name
@@ -82,8 +83,8 @@ class Entry:
 
     def set_jaxpr(self, jaxpr) -> None:
         self.jaxpr = jaxpr
-        # each output buffer's (shape, dtype): what a queued op's Pending buffers say
-        self.out_avals = None if jaxpr is None else [(tuple(a.shape), a.dtype) for a in jaxpr.out_avals]
+        # each output buffer's jax aval: what a queued op's Pending buffers say
+        self.out_avals = None if jaxpr is None else list(jaxpr.out_avals)
 
 
 
@@ -204,8 +205,8 @@ def _call_and_key(spec: OpSpec, args: tuple, kwargs: dict):
         sig.append(_GENERATOR)
     if call.device is None:
         call.device = _default_device(spec, kwargs)
-    buffers = _buffers_of(call.keys)
-    sig.append(StorageInputs.state(buffers))
+    buffers, state = call.buffers_and_state()
+    sig.append(state)
     # what a factory without dtype= makes, and what an integer tensor times a Python float gives
     sig.append(_default_dtype())
     return call, buffers, _new_tuple(Key, (OP, tuple(sig), call.device))
@@ -254,7 +255,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     if outs:
         streams.launched(device, outs[0])
     values = protocol.finish(entry.plan, outs, call, lambda name: spec.arg_value(args, kwargs, name), entry.device,
-                             spec.name)
+                             spec.name, seen=())  # an op's results are never lazy views
     return values[0] if spec.single_return else tuple(values)
 
 
@@ -272,12 +273,20 @@ def _add_scalar_inputs(call, inputs: list) -> None:
 def _enqueue(spec, args, kwargs, call, entry):
     """Queue the call (`fusion`) and return its results, whose storages hold Pending buffers."""
     scalars = []
-    _add_scalar_inputs(call, scalars)
-    fresh = protocol.fresh_tensors(entry.fresh, None, entry.device, spec.name)
-    fusion.enqueue(spec, call, entry, scalars, [_storage_key(t) for t in fresh])
-    if not entry.fresh_returns:
-        fresh = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
-    return fresh[0] if spec.single_return else tuple(fresh)
+    if call.scalars:
+        _add_scalar_inputs(call, scalars)
+    if entry.fresh:
+        fresh = protocol.fresh_tensors(entry.fresh, None, entry.device, spec.name)
+        fusion.enqueue(spec, call, entry, scalars, list(map(_storage_key, fresh)))
+    else:  # an in-place or out= op
+        fresh = []
+        fusion.enqueue(spec, call, entry, scalars, fresh)
+    if entry.fresh_returns:
+        return fresh[0] if spec.single_return else tuple(fresh)
+    if entry.returned_argument is not None and spec.single_return:
+        return spec.arg_value(args, kwargs, entry.returned_argument)
+    values = protocol.results(entry.plan.returns, fresh, lambda name: spec.arg_value(args, kwargs, name))
+    return values[0] if spec.single_return else tuple(values)
 
 
 # Python numbers passed to an executable as device-resident, weakly typed 0-d arrays: jax converts a

@@ -168,7 +168,7 @@ class Run:
         fresh = []
         for i, k in enumerate(fresh_keys):
             r = len(storages)
-            p = _Pending(*avals[i])
+            p = _Pending(avals[i])
             storages.append(_Storage(k, p, None))
             if k:
                 index[k] = r
@@ -184,7 +184,7 @@ class Run:
                 st.written = True
                 if r not in fresh:
                     produced.append(r)
-            st.buffer = p = _Pending(*avals[n_fresh + j])
+            st.buffer = p = _Pending(avals[n_fresh + j])
             if st.key:
                 _put_buffer(st.key, p)
             writes.append(r)
@@ -283,7 +283,7 @@ def _lose(run: Run, live, error) -> None:
     for r in live:
         st = run.storages[r]
         p = st.buffer
-        storage.replace(st.key, p, storage.Lost(p.shape, p.dtype, f"{type(error).__name__}: {error}"))
+        storage.replace(st.key, p, storage.Lost(p.aval, f"{type(error).__name__}: {error}"))
 
 
 def _build(run: Run, live, inputs) -> Built:

@@ -31,8 +31,7 @@ buffer = _buffers.get
 
 def buffers_of(keys) -> list:
     """The buffer of each key (0: a storage that holds nothing: None)."""
-    get = _buffers.get
-    return [get(k) if k else None for k in keys]
+    return list(map(_buffers.get, keys))  # key 0 is never in the table
 
 
 def set_buffer(key: int, buf) -> None:
@@ -66,13 +65,21 @@ def replace(key: int, expected, buf) -> bool:
 
 
 class Pending:
-    """The buffer a queued op will write: its shape (length,) and numpy dtype, as a jax array's."""
+    """The buffer a queued op will write, as its jax `aval` (shape (length,), dtype): what keys read of
+    a buffer, found where a real array keeps it (`aval` is the cheapest of a jax array's attributes)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("aval",)
 
-    def __init__(self, shape, dtype):
-        self.shape = shape
-        self.dtype = dtype
+    def __init__(self, aval):
+        self.aval = aval
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
 
 
 class Lost(Pending):
@@ -80,8 +87,8 @@ class Lost(Pending):
 
     __slots__ = ("error",)
 
-    def __init__(self, shape, dtype, error):
-        super().__init__(shape, dtype)
+    def __init__(self, aval, error):
+        super().__init__(aval)
         self.error = error
 
     def describe(self) -> str:
