@@ -64,7 +64,23 @@ def _register() -> None:
     from . import safetensors_device
 
     safetensors_device.install()  # safetensors' safe_open/load_file take device="neuron"
+    if config.settings.estimate:  # TORCH_NEURONX_ESTIMATE=1 (`torch-neuronx estimate`): the report at exit
+        import atexit
+
+        atexit.register(_print_estimate)
     _registered = True
+
+
+def _print_estimate() -> None:
+    import sys
+
+    from . import metrics
+
+    try:
+        text = metrics.estimate_report()
+    except Exception as e:  # noqa: BLE001 (at exit: say why, never raise)
+        text = f"torch_neuronx: no estimate: {type(e).__name__}: {e}"
+    print(text, file=sys.stderr)
 
 
 def is_registered() -> bool:

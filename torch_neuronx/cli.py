@@ -2,13 +2,19 @@
 executable cache's folder (`--dir`, default TORCH_NEURONX_NEFF_CACHE_DIR or /tmp/neff_cache) through
 `cache.store.DiskStore`, without the process's executable cache. Only `verify` starts jax (it loads
 every executable); the other commands read entry files and stay fast.
+
+`torch-neuronx estimate [--target trn2] [--lnc N] -- python script.py ...` runs a command with
+TORCH_NEURONX_ESTIMATE=1: the script's process times each launch and prints, at exit, the estimated
+time of its executables on the target (metrics.estimate_report()).
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import json
+import os
 import pickle
+import subprocess
 import sys
 import time
 
@@ -26,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse's usage errors (status 2) and --help (0)
         return e.code if isinstance(e.code, int) else 0
+    if args.group == "estimate":
+        return cmd_estimate(args)
     store = DiskStore(args.dir or cache.directory())
     try:
         return args.command(store, args)
@@ -36,7 +44,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torch-neuronx", description="torch-neuronx tools")
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{cache}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{cache,estimate}")
+    estimate = groups.add_parser("estimate", help="run a command and print its executables' estimated time on a "
+                                                  "Trainium core at exit")
+    estimate.add_argument("--target", choices=("trn1", "trn2", "trn3"),
+                          help="the target (default: TORCH_NEURONX_TARGET, else trn2 for the estimate only)")
+    estimate.add_argument("--lnc", type=int, help="NEURON_LOGICAL_NC_CONFIG for the target")
+    estimate.add_argument("argv", nargs=argparse.REMAINDER, help="-- the command, e.g. python script.py")
     dir_help = f"the cache folder (default: ${cache.DIR_ENV}, else {cache.DEFAULT_DIR})"
     cache_parser = groups.add_parser("cache", help="inspect and tidy the executable cache on disk")
     cache_parser.add_argument("--dir", default=None, help=dir_help)
@@ -68,6 +82,24 @@ def _parser() -> argparse.ArgumentParser:
                        help="what may stay: bytes, or 500M, 20G")
     prune.set_defaults(command=cmd_prune)
     return parser
+
+
+def cmd_estimate(args) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        print("torch-neuronx estimate: give the command after --, e.g. torch-neuronx estimate -- python "
+              "script.py", file=sys.stderr)
+        return 2
+    env = dict(os.environ, TORCH_NEURONX_ESTIMATE="1")
+    if args.target:
+        env["TORCH_NEURONX_TARGET"] = args.target
+    if args.lnc:
+        env["NEURON_LOGICAL_NC_CONFIG"] = str(args.lnc)
+    try:
+        return subprocess.call(argv, env=env)
+    except OSError as e:
+        print(f"torch-neuronx estimate: {argv[0]}: {e}", file=sys.stderr)
+        return 127
 
 
 def _size(text: str) -> int:

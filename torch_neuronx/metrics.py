@@ -111,6 +111,11 @@ def clear_op_tracking() -> None:
         c.clear()
     _load_times.clear()
     _run_lengths.clear()
+    _distinct.clear()
+    _shapes.clear()
+    from .runtime import costs
+
+    costs.clear()
 
 
 # ---- eager fusion (torch_neuronx.eager.fusion)
@@ -283,6 +288,141 @@ def native_kernel_calls() -> dict[str, int]:
     return {k: v["calls"] for k, v in native_kernel_stats().items()}
 
 
+# ---- distinct executables, as a Trainium target compiles them (each is a neuronx-cc compile there)
+
+_distinct: dict = {}  # (namespace, name) -> {value hashes}
+_shapes: dict = {}  # (namespace, name) -> {input shapes}
+_warned_recompiles: set = set()
+
+
+def executable_wanted(namespace: str, name: str, value) -> int:
+    """A key the memory layer did not hold (`cache.ExecutableCache.acquire`): counts the distinct
+    executables of each op, each graph and the fused runs (all together: on Trainium each distinct run
+    is a NEFF), and their distinct input shapes; warns once per name past TORCH_NEURONX_RECOMPILE_WARN
+    under a target. Returns the name's distinct executables."""
+    from .runtime import config, targets
+
+    what = (namespace, "fused runs" if namespace == "run" else name)
+    seen = _distinct.setdefault(what, set())
+    seen.add(hash(value))
+    shapes = _shapes.setdefault(what, set())
+    shapes.add(hash(_input_shapes(value)))
+    n = len(seen)
+    if n >= config.settings.recompile_warn and what not in _warned_recompiles and targets.current() is not None:
+        import warnings
+
+        _warned_recompiles.add(what)
+        warnings.warn(
+            f"neuron ({targets.current().name}): {what[1]} has needed {n} distinct executables "
+            f"({len(shapes)} distinct input shapes); on Trainium each is a neuronx-cc compile. Shapes that "
+            f"drift (sequence lengths, batch sizes) recompile: pad them to a few sizes "
+            f"(TORCH_NEURONX_RECOMPILE_WARN sets this threshold)", RuntimeWarning, stacklevel=3)
+    return n
+
+
+def _input_shapes(value) -> tuple:
+    """The sizes of every tensor layout in a key's value (a layout has `sizes`)."""
+    found = []
+    stack = [value]
+    while stack:
+        part = stack.pop()
+        sizes = getattr(part, "sizes", None)
+        if sizes is not None and isinstance(part, tuple):
+            found.append(tuple(sizes))
+        elif isinstance(part, tuple):
+            stack.extend(part)
+    return tuple(found)
+
+
+def distinct_executables() -> dict:
+    """{(namespace, name): (distinct executables, distinct input shapes)} since the last
+    `clear_op_tracking()`: namespace "op" (per eager op), "graph" (per compiled graph), "run" (every
+    fused run together, as "fused runs")."""
+    return {what: (len(keys), len(_shapes.get(what, ()))) for what, keys in _distinct.items()}
+
+
+# ---- time estimates on the target (runtime/costs.py)
+
+
+def estimates(top: int | None = None) -> list[dict]:
+    """Per executable launched since the last `clear_op_tracking()`, largest estimated total first: its
+    name, launches, FLOPs and bytes per launch, products' FLOPs by dtype, the estimated seconds per launch
+    and in all on the target (`estimate_summary()["target"]`), the seconds measured here (with
+    TORCH_NEURONX_ESTIMATE=1, else None) and whether it is compute- or memory-bound there."""
+    from .runtime import costs
+
+    target = costs.estimate_target()
+    rows = []
+    for cost in costs.launched_costs():
+        est = costs.estimate(cost, target)
+        rows.append({
+            "name": cost.name, "launches": cost.launches, "flops": cost.flops, "bytes": cost.bytes,
+            "products": dict(cost.products), "transcendentals": cost.transcendentals,
+            "estimate_s": est.seconds, "estimate_total_s": est.seconds * cost.launches,
+            "measured_s": cost.measured_s if cost.timed else None,
+            "bound": "compute" if est.compute_bound else "memory",
+        })
+    rows.sort(key=lambda r: -r["estimate_total_s"])
+    return rows if top is None else rows[:top]
+
+
+def collective_estimates() -> list[dict]:
+    """Per collective (kind, ranks, bytes on this rank) since the last `clear_op_tracking()`: launches and
+    the estimated seconds on the target."""
+    from .runtime import costs
+
+    target = costs.estimate_target()
+    return [{"kind": c.kind, "world": c.world, "bytes": c.bytes, "launches": c.launches,
+             "estimate_total_s": costs.collective_estimate(c.kind, c.bytes, c.world, target) * c.launches,
+             "measured_s": c.measured_s}
+            for c in costs.collectives()]
+
+
+def estimate_summary() -> dict:
+    """The estimate's totals: seconds on the target (executables and collectives), the share of it in
+    compute-bound executables and in collectives, FLOPs and bytes, the target it is for."""
+    from .runtime import costs
+
+    rows, colls = estimates(), collective_estimates()
+    total = sum(r["estimate_total_s"] for r in rows)
+    coll = sum(c["estimate_total_s"] for c in colls)
+    compute = sum(r["estimate_total_s"] for r in rows if r["bound"] == "compute")
+    measured = [r["measured_s"] for r in rows if r["measured_s"] is not None]
+    return {
+        "target": costs.estimate_target().describe(), "seconds": total + coll, "executables_s": total,
+        "collectives_s": coll, "compute_bound_share": compute / total if total else 0.0,
+        "collective_share": coll / (total + coll) if total + coll else 0.0,
+        "flops": sum(r["flops"] * r["launches"] for r in rows),
+        "bytes": sum(r["bytes"] * r["launches"] for r in rows),
+        "launches": sum(r["launches"] for r in rows), "measured_s": sum(measured) if measured else None,
+    }
+
+
+def estimate_report(top: int = 10) -> str:
+    """The top executables by estimated time on the target, and the totals."""
+    summary = estimate_summary()
+    rows = [("executable", "launches", "GFLOP", "MB", "est ms", "est total ms", "here ms", "bound")]
+    for r in estimates(top):
+        rows.append((r["name"][:80], str(r["launches"]), f"{r['flops'] / 1e9:.3f}", f"{r['bytes'] / 1e6:.2f}",
+                     f"{r['estimate_s'] * 1e3:.3f}", f"{r['estimate_total_s'] * 1e3:.2f}",
+                     "" if r["measured_s"] is None else f"{r['measured_s'] * 1e3:.1f}", r["bound"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"estimated on {summary['target']} (a roofline lower bound: docs/targets.md):"]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              for r in rows]
+    lines.insert(2, "-" * len(lines[1]))
+    for c in collective_estimates():
+        lines.append(f"collective {c['kind']} over {c['world']} ranks, {c['bytes'] / 1e6:.2f} MB: "
+                     f"{c['launches']} launches, est {c['estimate_total_s'] * 1e3:.2f} ms")
+    measured = "" if summary["measured_s"] is None else f"; measured here {summary['measured_s']:.3f} s"
+    lines.append(
+        f"total: {summary['seconds'] * 1e3:.2f} ms estimated over {summary['launches']} launches "
+        f"({summary['flops'] / 1e9:.2f} GFLOP, {summary['bytes'] / 1e9:.3f} GB), "
+        f"{summary['compute_bound_share'] * 100:.0f}% of it compute-bound, collectives "
+        f"{summary['collective_share'] * 100:.0f}%{measured}")
+    return "\n".join(lines)
+
+
 def reset_dynamo_metrics() -> None:
     _graphs.clear()
     _graph_runs.clear()
@@ -353,4 +493,9 @@ def report() -> str:
         n, c = split["segments"], split["collectives"]
         lines.append(f"split graph {name} ({split['kind']}): {n} segment{'s' * (n != 1)}, "
                      f"{c} collective{'s' * (c != 1)} run through the process group between them")
+    from .runtime import costs
+
+    if costs.launched_costs() or costs.collectives():
+        lines.append("")
+        lines.append(estimate_report())
     return "\n".join(lines)

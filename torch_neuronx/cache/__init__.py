@@ -102,6 +102,7 @@ class ExecutableCache:
         if value is not None:
             return value
         metrics.cache_miss(key.namespace, name)
+        metrics.executable_wanted(key.namespace, name, key.value)
         lock = self.compiling(key) if from_disk is not None else contextlib.nullcontext()
         with lock:
             found = self.load(key, name) if from_disk is not None else None

@@ -13,13 +13,18 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from ..runtime import config
+from ..runtime import config, costs
 from .staging import Staged, Unpacked, gloo_op, op_name
 from .work import PROBE_SECONDS, CompletedWork, NeuronWork, failure_error, lost_ranks
 
 CHECKS_ENV = "TORCH_NEURONX_DIST_CHECKS"
 _SIGNATURE_BYTES = 256
 _INCARNATIONS: dict[str, int] = {}  # group name -> how many groups of that name this process made
+
+
+def _nbytes(tensors) -> int:
+    """The bytes of tensors given as a list (of lists)."""
+    return sum(_nbytes(t) if isinstance(t, (list, tuple)) else t.numel() * t.element_size() for t in tensors)
 
 
 class MismatchError(RuntimeError):
@@ -109,6 +114,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         # Gloo checks its arguments as it enqueues (its errors pass as they are) and talks to the
         # other ranks later, in the work: NeuronWork.wait names lost ranks
         works = launch()
+        costs.collective(collective, _nbytes(outputs), self.size())  # what it would take on the target
         works = works if isinstance(works, list) else [works]
         if not works:
             for s in staged:

@@ -111,6 +111,24 @@ def parse_cores(text: str, var: str) -> tuple[int, ...]:
     return tuple(cores)
 
 
+def parse_assignments(text: str, var: str) -> tuple[tuple[str, float], ...]:
+    """`name=number,...` -> ((name, number), ...); which names mean something is the reader's to check."""
+    pairs = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, eq, number = part.partition("=")
+        try:
+            value = float(number) if eq else math.nan
+        except ValueError:
+            value = math.nan
+        if not name.strip() or not (0 < value < math.inf):
+            raise ValueError(f"{var}={text!r}: expected name=number pairs with numbers above zero, such as "
+                             f"'hbm_bandwidth=3e12,launch_seconds=2e-5'")
+        pairs.append((name.strip(), value))
+    return tuple(pairs)
+
+
 def parse_text(text: str, var: str) -> str:
     return text
 
@@ -138,6 +156,7 @@ PATH = Type("path", parse_text)
 TEXT = Type("text", parse_text)
 NAME = Type("name", parse_word)
 WORDS = Type("words", parse_words)
+ASSIGNMENTS = Type("name=number list", parse_assignments)
 
 
 def COUNT(unit: str) -> Type:
@@ -185,6 +204,28 @@ SETTINGS: tuple[Setting, ...] = (
             "auto",
             "on the CPU platform, whether executables call torch's CPU kernels for bf16/fp16 products and "
             "attention: auto (where torch's kernel is fast on this CPU), 1 (always) or 0 (never: XLA's)"),
+    # a Trainium target (runtime/targets.py, runtime/costs.py)
+    Setting("TORCH_NEURONX_TARGET", "target", CHOICE({"trn1": "trn1", "trn2": "trn2", "trn3": "trn3"},
+                                                     "trn1, trn2 or trn3"), None,
+            "each core behaves as one logical NeuronCore of this chip: its memory capacity, TorchNeuron's "
+            "64-bit policy inside executables, no complex dtypes; time estimates use its figures (default: "
+            "none, exact 64-bit semantics)"),
+    Setting("NEURON_LOGICAL_NC_CONFIG", "logical_nc_config", COUNT("physical cores"), None,
+            "physical NeuronCores per logical core under TORCH_NEURONX_TARGET (default: the chip's, 2 on "
+            "trn2 and trn3, 1 on trn1)"),
+    Setting("TORCH_NEURONX_TARGET_FIGURES", "target_figures", ASSIGNMENTS, (),
+            "override the target chip's published figures: name=number,... (docs/targets.md lists the "
+            "names and units)"),
+    Setting("TORCH_NEURONX_TARGET_CHECK", "target_check", CHOICE({"off": "off", "compare": "compare"},
+                                                                 "off or compare"), "off",
+            "compare: each op and graph also runs exactly (64-bit), and where the target's policy changed "
+            "a result the op is named, with by how much (ops run one launch each)"),
+    Setting("TORCH_NEURONX_RECOMPILE_WARN", "recompile_warn", COUNT("executables"), 16,
+            "warn once an op, a graph or the fused runs reach this many distinct executables (each would be "
+            "a neuronx-cc compile on Trainium)"),
+    Setting("TORCH_NEURONX_ESTIMATE", "estimate", FLAG, False,
+            "time each launch and print the per-executable estimate on the target (trn2 when none is set) "
+            "at exit (`torch-neuronx estimate -- python script.py` sets it)"),
     # eager mode
     Setting("TORCH_NEURONX_EAGER_FUSION", "eager_fusion", FLAG, True,
             "queue eager ops and run each queue as one executable (0: one launch per op)"),

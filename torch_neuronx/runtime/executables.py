@@ -1,7 +1,10 @@
-"""Compiled executables as bytes and back: the one place that knows how jax serializes one.
+"""Compiled executables: compiled, launched, and as bytes and back; the one place that compiles a
+lowered program and knows how jax serializes one.
 
-`serialize` gives the bytes of a compiled jax program (`jax.experimental.serialize_executable`'s
-payload with its argument and result trees); `load` makes it callable again on neuron:index, whatever
+`compile_lowered` compiles and gives the executable its cost analysis (`costs.analyze`); `launch` runs
+one (every eager op, fused run and graph), counting it against that analysis. `serialize` gives the
+bytes of a compiled jax program (`jax.experimental.serialize_executable`'s payload with its argument
+and result trees, and its cost analysis); `load` makes it callable again on neuron:index, whatever
 device it was compiled for: the device assignment is replaced on load, so one stored executable serves
 every neuron:i of a process and every torchrun rank. Loading skips tracing, lowering and XLA.
 """
@@ -9,12 +12,13 @@ from __future__ import annotations
 
 import io
 import pickle
+import time
 
 from .. import _C
-from . import config, devices, profiling, storage
+from . import config, costs, devices, profiling, storage
 from .lazy_jax import jax
 
-FORMAT = 1  # bump when what `serialize` writes changes
+FORMAT = 2  # bump when what `serialize` writes changes
 
 
 # XLA's CPU backend compiles a small program about twice as fast without its fusion emitters, and
@@ -25,16 +29,24 @@ _QUICK_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 def compile_lowered(lowered, small: bool):
     """`lowered.compile()`; a `small` program (one eager op, a short fused run) with the CPU
     backend's quick options where the platform is the CPU and this jaxlib knows them."""
+    compiled = None
     if small and config.platform() == "cpu":
         try:
-            return lowered.compile(compiler_options=_QUICK_CPU_OPTIONS)
+            compiled = lowered.compile(compiler_options=_QUICK_CPU_OPTIONS)
         except Exception as e:  # a jaxlib without the option: its default
             if "compile option" not in str(e):
                 raise
-    compiled = lowered.compile()
-    if not small:
-        _release_compile_memory()
+    if compiled is None:
+        compiled = lowered.compile()
+        if not small:
+            _release_compile_memory()
+    compiled._neuron_cost = costs.analyze(compiled, lowered)
     return compiled
+
+
+def cost_of(compiled) -> "costs.Cost | None":
+    """The executable's cost analysis (None: its platform has none)."""
+    return getattr(compiled, "_neuron_cost", None)
 
 
 def _release_compile_memory() -> None:
@@ -74,7 +86,9 @@ def serialize(compiled) -> bytes:
         payload, in_tree, out_tree = serialize_executable.serialize(compiled)
     except (ValueError, NotImplementedError, TypeError, pickle.PicklingError) as e:
         raise NotSerializable(str(e)) from e
-    return pickle.dumps((FORMAT, payload, in_tree, out_tree), protocol=pickle.HIGHEST_PROTOCOL)
+    cost = cost_of(compiled)
+    return pickle.dumps((FORMAT, payload, in_tree, out_tree, None if cost is None else cost.stored()),
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -104,9 +118,10 @@ def load(data: bytes, index: int):
     import jaxlib.xla_client as xc
     import numpy as np
 
-    fmt, payload, in_tree, out_tree = pickle.loads(data)
+    fmt, *rest = pickle.loads(data)
     if fmt != FORMAT:
         raise ValueError(f"serialized executable format {fmt}, this package reads {FORMAT}")
+    payload, in_tree, out_tree, cost = rest
     device = devices.jax_device(index)
     unpickler = _Unpickler(payload, device)
     unloaded, args_info_flat, no_kwargs = unpickler.load()
@@ -117,7 +132,10 @@ def load(data: bytes, index: int):
     unloaded.xla_executable = device.client.deserialize_executable(
         unpickler.xla_bytes, xc.DeviceList((device,)), options
     )
-    return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs)
+    compiled = jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree,
+                                   no_kwargs=no_kwargs)
+    compiled._neuron_cost = None if cost is None else costs.Cost.from_stored(cost)
+    return compiled
 
 
 def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError):
@@ -127,9 +145,20 @@ def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError
     `failure` ("<what>: the executable failed: ...")."""
     try:
         note_workspace(fn, device)
+        cost = getattr(fn, "_neuron_cost", None)
         if record is not None:
-            return profiling.launch(record[0], record[1], device, fn, inputs)
-        return fn(*inputs)
+            outs = profiling.launch(record[0], record[1], device, fn, inputs)
+        elif cost is not None and config.settings.estimate:  # timed: the launch waits for its outputs
+            start = time.perf_counter()
+            outs = fn(*inputs)
+            jax.block_until_ready(outs)
+            costs.launched(cost, what, time.perf_counter() - start)
+            return outs
+        else:
+            outs = fn(*inputs)
+        if cost is not None:
+            costs.launched(cost, what, None)
+        return outs
     except Exception as e:
         raise storage.launch_error(what, device, e, failure) from e
 
