@@ -2,8 +2,9 @@
 turned into a time by the target's roofline.
 
 At compile time (`analyze`, from `executables.compile_lowered`) an executable gets a `Cost`: its
-product FLOPs by dtype (every dot and convolution of the program as lowered, and the products and
-attention that run as torch's CPU kernels through custom calls, which XLA's analysis cannot see),
+product FLOPs by dtype (every dot and convolution of the optimized program, counted in the dtype its
+operands came in, and the products and attention that run as torch's CPU kernels through custom
+calls, which XLA's analysis cannot see),
 the rest of XLA's FLOPs (elementwise work), its transcendentals and the bytes it reads and writes. The
 `Cost` travels with the serialized executable (`executables.serialize`), so a warm start has it too.
 
@@ -87,10 +88,10 @@ def estimate(cost: Cost, target: targets.Target | None = None) -> Estimate:
 
 # ---- the analysis
 
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([\w\-]+)\((.*)$")
+_KIND = re.compile(r"\s([a-z][a-z0-9\-]*)\(")  # an instruction's opcode, after its shape
 _SHAPE = re.compile(r"([a-z]+[0-9a-z]*)\[([0-9,]*)\]")
-_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)\s*(?:,|$)")  # an operand (names start with a letter; dims don't)
-_PARAMETER = re.compile(r"([\w.\-]+):\s*([a-z]+[0-9a-z]*\[[0-9,]*\])")
+_PARAMETER = re.compile(r"([\w.\-]+):\s*[a-z]+[0-9a-z]*\[")
+_CALLS = re.compile(r"calls=%?([\w.\-]+)")
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _CONTRACTING = re.compile(r"lhs_contracting_dims=\{([0-9,]*)\}")
 _DIM_LABELS = re.compile(r"dim_labels=[^_]+_([^-]+)->")
@@ -98,6 +99,10 @@ _DIM_LABELS = re.compile(r"dim_labels=[^_]+_([^-]+)->")
 # XLA's element type names -> numpy's
 _DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64", "s8": "int8", "u8": "uint8",
            "s16": "int16", "s32": "int32", "s64": "int64", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+# what hands its first operand's values on (for where a product's operand came from)
+_PASS_THROUGH = ("convert", "reshape", "transpose", "broadcast", "copy", "bitcast", "slice", "dynamic-slice", "pad",
+                 "fusion")  # a fusion: its first operand (a view read out of a storage, a cast, a softmax)
+_NARROW = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
 
 
 def _shapes(text: str) -> list:
@@ -109,42 +114,90 @@ def _shapes(text: str) -> list:
     return out
 
 
+def _operands(rest: str) -> list:
+    """The operand names of an instruction (what follows its opcode's parenthesis)."""
+    inside = rest.split(")", 1)[0]
+    return [part.rsplit(" ", 1)[-1].lstrip("%") for part in inside.split(", ") if part] if inside else []
+
+
+class _Module:
+    """An HLO module's text, read once: each instruction's shape (parsed when asked), where values come
+    from (through converts and layout ops, and from a fused computation's parameters to its caller's
+    operands), and its products."""
+
+    def __init__(self, text: str):
+        self.shape_text: dict = {}
+        self.sources: dict = {}
+        self.params: dict = {}  # computation -> its parameter names in order
+        self.products: list = []  # (opcode, name, rest)
+        calls = []
+        computation = None
+        for line in text.splitlines():
+            head, eq, rhs = line.partition(" = ")
+            if not eq:
+                if line.endswith("{") and "->" in line and "(" in line:  # a computation's header
+                    computation = line.split("(", 1)[0].split()[-1].lstrip("%")
+                    self.params[computation] = _PARAMETER.findall(line.split("->", 1)[0])
+                continue
+            m = _KIND.search(rhs)
+            if m is None:
+                continue
+            name = head.strip().removeprefix("ROOT ").lstrip("%")
+            kind, rest = m.group(1), rhs[m.end():]
+            self.shape_text[name] = rhs[:m.start()]
+            if kind in ("dot", "convolution", "custom-call"):
+                self.products.append((kind, name, rest))
+            if kind in _PASS_THROUGH:
+                operands = _operands(rest)
+                if operands:
+                    self.sources[name] = operands[0]
+            if kind in ("fusion", "call"):
+                called = _CALLS.search(rest)
+                if called:
+                    calls.append((called.group(1), _operands(rest)))
+        for called, operands in calls:
+            for param, operand in zip(self.params.get(called, ()), operands):
+                self.sources[param] = operand
+
+    def shapes(self, name: str) -> list:
+        return _shapes(self.shape_text.get(name, ""))
+
+    def source_dtype(self, name: str) -> str | None:
+        """A product operand's dtype as the model gave it: a 16-bit (or 8-bit) value converted to
+        float32 to be multiplied (a lowering that accumulates in float32, XLA's CPU backend upcasting
+        a bf16 dot) counts in its own dtype, at the rate a Trainium core multiplies it."""
+        shapes = self.shapes(name)
+        if not shapes:
+            return None
+        dtype = shapes[0][0]
+        for _ in range(16):
+            name = self.sources.get(name)
+            if name is None:
+                break
+            shapes = self.shapes(name)
+            if shapes and shapes[0][0] in _NARROW:
+                return shapes[0][0]
+        return dtype
+
+
 def product_flops(hlo_text: str) -> tuple[dict, float]:
-    """(FLOPs by operand dtype of every product in an optimized HLO module's text, the part of them
-    XLA's own analysis counts). A dot is 2 x its output's elements x its contracted size; a convolution
-    2 x output elements x the kernel's elements per output feature; the custom calls of
-    `runtime.native_kernels` (torch's CPU kernels) by their own shapes. Operands are printed by name
-    (with % or without): each instruction's and parameter's shape is looked up by it."""
-    shapes: dict = {}
-    sources: dict = {}  # a convert's (or layout op's) name -> its operand's
+    """(FLOPs by operand dtype of every product in an HLO module's text, the part of them XLA's own
+    analysis counts). A dot is 2 x its output's elements x its contracted size; a convolution 2 x
+    output elements x the kernel's elements per output feature; the custom calls of
+    `runtime.native_kernels` (torch's CPU kernels) by their own shapes. A product's dtype is the
+    narrowest its two operands come from (a float32 softmax times bf16 values is a bf16 product on a
+    Trainium core, which multiplies in its inputs' dtype)."""
+    module = _Module(hlo_text)
     products: dict = {}
     counted_by_xla = 0.0
-    found = []
-    for line in hlo_text.splitlines():
-        m = _INSTRUCTION.match(line)
-        if m is None:
-            if "->" in line and "(" in line:  # a computation's header: its parameters
-                for name, shape in _PARAMETER.findall(line.split("->", 1)[0]):
-                    shapes[name] = _shapes(shape)
-            continue
-        name, shape, kind, rest = m.groups()
-        shapes[name] = _shapes(shape)
-        if kind in _PASS_THROUGH:
-            operand = _NAME.findall(rest.split(")", 1)[0])
-            if operand:
-                sources[name] = operand[0]
-        if kind in ("dot", "convolution", "custom-call"):
-            found.append((kind, name, rest))
-    for kind, name, rest in found:
-        outputs = shapes[name]
-        operands = [(shapes.get(n) or [None])[0] for n in _NAME.findall(rest.split(")", 1)[0])]
+    for kind, name, rest in module.products:
+        outputs = module.shapes(name)
+        names = _operands(rest)
+        operands = [(module.shapes(n) or [None])[0] for n in names]
         if not outputs or not operands or any(o is None for o in operands):
             continue
-        # the narrowest source of its two operands (a float32 softmax times bf16 values is a bf16 product
-        # on a Trainium core, which multiplies in the inputs' dtype)
-        names = _NAME.findall(rest.split(")", 1)[0])[:2]
-        sourced = [_source_dtype(n, shapes, sources) for n in names]
-        dtype = next((d for d in sourced if d in _NARROW), sourced[0])
+        sourced = [module.source_dtype(n) for n in names[:2]]
+        dtype = next((d for d in sourced if d in _NARROW), operands[0][0])
         if kind == "dot":
             contracting = _CONTRACTING.search(rest)
             dims = operands[0][2]
@@ -164,24 +217,6 @@ def product_flops(hlo_text: str) -> tuple[dict, float]:
                 continue
         products[dtype] = products.get(dtype, 0.0) + flops
     return products, counted_by_xla
-
-
-_PASS_THROUGH = ("convert", "reshape", "transpose", "broadcast", "copy", "bitcast")
-_NARROW = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
-
-
-def _source_dtype(name: str, shapes: dict, sources: dict) -> str:
-    """A product operand's dtype as the model gave it: a 16-bit (or 8-bit) value converted to float32 to
-    be multiplied (a lowering that accumulates in float32) is counted in its own dtype, at the rate a
-    Trainium core multiplies it."""
-    dtype = shapes[name][0][0]
-    for _ in range(8):
-        name = sources.get(name)
-        if name is None or not shapes.get(name):
-            break
-        if shapes[name][0][0] in _NARROW:
-            return shapes[name][0][0]
-    return dtype
 
 
 def _custom_call_flops(target: str, outputs, operands, rest: str) -> float:
@@ -209,15 +244,15 @@ def _custom_call_flops(target: str, outputs, operands, rest: str) -> float:
     return 0.0
 
 
-def analyze(compiled, lowered=None) -> Cost | None:
-    """The Cost of a jax `Compiled` (None where the platform has no cost analysis). Products are counted
-    in the program as lowered (`lowered`, where given): XLA's CPU backend runs a 16-bit dot on float32
-    copies of its operands, so its optimized program would put a bf16 model's products at the float32 rate."""
+def analyze(compiled) -> Cost | None:
+    """The Cost of a jax `Compiled` (None where the platform has no cost analysis), from its optimized
+    program: XLA's analysis, and the products read off the program's text (every call inlined, so each
+    product appears as often as it runs)."""
     try:
         analysis = compiled.cost_analysis()
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else {}
-        hlo = lowered.as_text(dialect="hlo") if lowered is not None else compiled.as_text()
+        hlo = compiled.as_text()
     except Exception:  # noqa: BLE001 (a platform without one: the executable has no estimate)
         return None
     products, counted = product_flops(hlo or "")

@@ -40,7 +40,7 @@ def compile_lowered(lowered, small: bool):
         compiled = lowered.compile()
         if not small:
             _release_compile_memory()
-    compiled._neuron_cost = costs.analyze(compiled, lowered)
+    compiled._neuron_cost = costs.analyze(compiled)
     return compiled
 
 
