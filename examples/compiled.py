@@ -36,3 +36,4 @@ image.save(args.output)
 # ---- end of the page's code
 
 print(f"saved {args.output}")
+print(page_args.estimate_line(images=2))  # the warmup and the call: two images

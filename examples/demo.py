@@ -74,6 +74,22 @@ def plural(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
+class Estimate:
+    """What the executables launched between two points would take on the target (metrics.estimate_summary:
+    TORCH_NEURONX_TARGET, else one Trn2 logical core)."""
+
+    def __init__(self):
+        self.start = metrics.estimate_summary()
+
+    def since(self) -> str:
+        now = metrics.estimate_summary()
+        seconds = now["seconds"] - self.start["seconds"]
+        executables = now["executables_s"] - self.start["executables_s"]
+        compute = now["compute_bound_s"] - self.start["compute_bound_s"]
+        share = compute / executables * 100 if executables else 0.0
+        return f"estimated on {now['target']}: {seconds:.3f} s per image, {share:.0f}% compute-bound"
+
+
 class Counts:
     """What became an executable between two points (`metrics.executable_counts`)."""
 
@@ -157,11 +173,12 @@ def main() -> int:
     log(f"  first call {first:.2f} s: {c['runs_compiled']} fused runs and {c['ops_compiled']} ops compiled "
         f"({c['runs_compile_s'] + c['ops_compile_s']:.2f} s of it), {c['runs_loaded']} runs and {c['ops_loaded']} ops "
         f"loaded from the disk cache")
-    counts = Counts()
+    counts, estimate = Counts(), Estimate()
     got, warm = timed(lambda: run(pipe, "eager, warm call"))
     c2 = counts.since()
-    log(f"  warm call {warm:.2f} s ({c2['runs_compiled'] + c2['ops_compiled']} compiled)")
-    modes["eager"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want)}
+    modes["eager"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want),
+                      "estimate": estimate.since()}
+    log(f"  warm call {warm:.2f} s ({c2['runs_compiled'] + c2['ops_compiled']} compiled); {modes['eager']['estimate']}")
 
     log('\n[compiled] pipe.transformer.compile(backend="neuron", fullgraph=True, dynamic=False)')
     torch._dynamo.reset()
@@ -174,11 +191,12 @@ def main() -> int:
            f"{c['graphs_compile_s'] - c['graphs_lower_s']:.2f} s)" if c["graphs_compiled"] else "loaded from the disk cache")
     log(f"  warmup call {first:.2f} s: the transformer's graph {how}; the rest is Dynamo and AOTAutograd "
         f"tracing it and the run")
-    counts = Counts()
+    counts, estimate = Counts(), Estimate()
     got, warm = timed(lambda: run(pipe, "compiled, warm call"))
+    modes["compiled"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want),
+                         "estimate": estimate.since()}
     log(f"  warm call {warm:.2f} s (graphs compiled: {counts.since()['graphs_compiled']}; recompiles: "
-        f"{torch.neuron.get_dynamo_metrics()['recompiles'] or 'none'})")
-    modes["compiled"] = {"first": first, "warm": warm, "counts": c, "diff": compare(got, want)}
+        f"{torch.neuron.get_dynamo_metrics()['recompiles'] or 'none'}); {modes['compiled']['estimate']}")
 
     pipe.numpy_to_pil(got)[0].save(args.output)
     fallbacks = torch_neuronx.get_fallback_ops()
@@ -201,6 +219,9 @@ def main() -> int:
             cells = compiled, loaded, f"{r['diff'][0]:.2e}", f"{r['diff'][1]:.2e}"
         log(f"  {mode:9s} {r['first']:9.2f}s {r['warm']:9.2f}s  {cells[0]:32s} {cells[1]:26s} "
             f"{cells[2]:>10s} {cells[3]:>9s}")
+    for mode, r in modes.items():
+        if "estimate" in r:
+            log(f"  {mode}: {r['estimate']} (a roofline lower bound, docs/targets.md)")
     log(f"  fallback ops: {fallbacks if fallbacks else 'none'}")
     log(f"  image (compiled, neuron) saved to {args.output}")
     log(f"  the demo took {time.perf_counter() - start:.0f} s")

@@ -30,3 +30,4 @@ image.save(args.output)
 # ---- end of the page's code
 
 print(f"saved {args.output}")
+print(page_args.estimate_line(images=1))

@@ -1,4 +1,5 @@
-"""The command line of the page's examples (eager.py, compiled.py, tensor_parallel_neuron.py).
+"""The command line of the page's examples (eager.py, compiled.py, tensor_parallel_neuron.py), and the
+line each prints after the page's code: the time its images would take on a Trainium core.
 
     --model   a Hub id or a local folder; by default the tiny FLUX.2-klein of flux2_klein.py (real
               architectures, random weights), built offline and written with save_pretrained once,
@@ -55,3 +56,19 @@ def tiny_model_folder(root: str | None = None) -> str:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return folder
+
+
+def estimate_line(images: int, rank: int | None = None) -> str:
+    """What the executables launched so far would take on the target (TORCH_NEURONX_TARGET, else one
+    Trn2 logical core), per image: "estimated on one Trn2 NeuronCore (LNC=2): N s per image, X%
+    compute-bound" (a roofline lower bound: docs/targets.md); for a rank of a tensor-parallel run, its
+    collectives' share too."""
+    from torch_neuronx import metrics
+
+    s = metrics.estimate_summary()
+    who = f"rank {rank}: " if rank is not None else ""
+    line = (f"{who}estimated on {s['target']}: {s['seconds'] / images:.3f} s per image, "
+            f"{s['compute_bound_share'] * 100:.0f}% compute-bound")
+    if rank is not None:
+        line += f", collectives {s['collective_share'] * 100:.0f}% ({s['collectives_s'] / images:.3f} s)"
+    return line

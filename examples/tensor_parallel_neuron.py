@@ -45,4 +45,5 @@ image = pipe(
 if dist.get_rank() == 0:
     image.save(args.output)
     print(f"saved {args.output} (tensor parallel over {dist.get_world_size()} NeuronCores)")
+print(page_args.estimate_line(images=1, rank=dist.get_rank()), flush=True)
 dist.destroy_process_group()

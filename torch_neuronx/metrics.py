@@ -390,7 +390,7 @@ def estimate_summary() -> dict:
     measured = [r["measured_s"] for r in rows if r["measured_s"] is not None]
     return {
         "target": costs.estimate_target().describe(), "seconds": total + coll, "executables_s": total,
-        "collectives_s": coll, "compute_bound_share": compute / total if total else 0.0,
+        "collectives_s": coll, "compute_bound_s": compute, "compute_bound_share": compute / total if total else 0.0,
         "collective_share": coll / (total + coll) if total + coll else 0.0,
         "flops": sum(r["flops"] * r["launches"] for r in rows),
         "bytes": sum(r["bytes"] * r["launches"] for r in rows),
