@@ -70,5 +70,5 @@ def estimate_line(images: int, rank: int | None = None) -> str:
     line = (f"{who}estimated on {s['target']}: {s['seconds'] / images:.3f} s per image, "
             f"{s['compute_bound_share'] * 100:.0f}% compute-bound")
     if rank is not None:
-        line += f", collectives {s['collective_share'] * 100:.0f}% ({s['collectives_s'] / images:.3f} s)"
+        line += f", collectives {s['collective_share'] * 100:.0f}% ({s['collectives_s'] / images * 1e3:.2f} ms)"
     return line
