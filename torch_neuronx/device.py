@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .runtime import config
+from .runtime import config, targets
 
 _load_error: BaseException | None = None  # why the native part failed to load, if it did
 
@@ -110,6 +110,9 @@ def get_device_name(device=None) -> str:
 
     idx = _index(device)
     d = devices.jax_device(idx)
+    target = targets.current()
+    if target is not None:  # one logical core of a Trainium chip, emulated on the platform's device
+        return f"NeuronCore {idx} ({target.name} logical core, LNC={target.lnc}, on {d.platform}:{d.id})"
     return f"NeuronCore {idx} ({d.platform}:{d.id}, {getattr(d, 'device_kind', d.platform)})"
 
 
@@ -118,12 +121,16 @@ def _properties(idx: int):
     from .runtime import devices
 
     d = devices.jax_device(idx)
+    target = targets.current()
     return _DeviceProperties(
         name=get_device_name(idx),
         platform=d.platform,
         device_kind=str(getattr(d, "device_kind", d.platform)),
-        total_memory=_native()._memory_capacity(idx),  # TORCH_NEURONX_CORE_MEMORY, else the platform's
+        # TORCH_NEURONX_CORE_MEMORY, else the target's logical core, else the platform's
+        total_memory=_native()._memory_capacity(idx),
         index=idx,
+        target=None if target is None else target.name,  # the Trainium chip emulated (TORCH_NEURONX_TARGET)
+        lnc=None if target is None else target.lnc,  # physical cores per logical core
     )
 
 

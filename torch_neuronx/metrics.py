@@ -423,6 +423,14 @@ def estimate_report(top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def fidelity_differences() -> list[dict]:
+    """Under TORCH_NEURONX_TARGET_CHECK=compare: per (op or graph, output) where the target's dtype policy
+    changed a result, how many elements and by how much, with one example (`runtime/fidelity.py`)."""
+    from .runtime import fidelity
+
+    return fidelity.fidelity_differences()
+
+
 def reset_dynamo_metrics() -> None:
     _graphs.clear()
     _graph_runs.clear()
@@ -495,6 +503,14 @@ def report() -> str:
                      f"{c} collective{'s' * (c != 1)} run through the process group between them")
     from .runtime import costs
 
+    changed = fidelity_differences()
+    if changed:
+        lines.append("")
+        lines.append("where the target's 64-bit policy changed a result (TORCH_NEURONX_TARGET_CHECK=compare):")
+        for d in changed:
+            lines.append(f"  {d['name']} {d['output']}: {d['count']} elements in {d['calls']} calls, max |diff| "
+                         f"{d['max_abs']:.3g} (relative {d['max_rel']:.3g}); e.g. at {d['example']['index']}: "
+                         f"exact {d['example']['exact']}, target {d['example']['target']}")
     if costs.launched_costs() or costs.collectives():
         lines.append("")
         lines.append(estimate_report())

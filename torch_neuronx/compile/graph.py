@@ -26,13 +26,14 @@ from .. import cache, metrics
 from ..cache import Built, Key
 from ..eager.buffers import to_host
 from ..eager.fallback import check_cpu_fallback
-from ..ops import LOWERINGS, layout, normalize, protocol
+from ..ops import LOWERINGS, layout, normalize, protocol, target_policy
 from ..ops.value_checks import CheckedCall
 from ..ops.dtypes import UnsupportedDtype, to_numpy_dtype
+from ..ops.target_policy import TargetUnsupported
 from ..ops.protocol import (FreshOutput, Plan, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
                             call_lowering, fresh_storage, typed)
 from ..ops.specs import spec_for
-from ..runtime import config, devices, executables, profiling, rng, storage, streams, transfer
+from ..runtime import config, devices, executables, fidelity, profiling, rng, storage, streams, transfer
 from ..runtime.lazy_jax import jax, jnp
 from . import debug_dumps
 from .errors import NEFFCompilationError, NEFFExecutionError
@@ -43,6 +44,7 @@ CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
 
 _TOKEN = object()  # an effect token (AOTAutograd orders side-effecting ops with them)
 GRAPH = "graph"  # the cache namespace of graph executables: the value is the structure digest, then the input signature
+GRAPH_EXACT = "graph_exact"  # TORCH_NEURONX_TARGET_CHECK=compare: a graph's program with the target's policy off
 
 # Operations on Python ints (sizes) that a static graph may still carry
 _PY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.neg,
@@ -174,6 +176,7 @@ class GraphProgram:
         # process's executable cache, but for a graph that cannot be shared (no structure digest)
         self.signatures: set[tuple] = set()
         self.unshared: dict[tuple, "_Executable"] = {}
+        self.unshared_exact: dict[tuple, "_Executable"] = {}
         self.host_failures = []  # (node, exception) of host-run ops that raised during a launch
         self.traced_device = _traced_device(self.nodes)
         index = {ph: i for i, ph in enumerate(self.placeholders)}
@@ -191,6 +194,7 @@ class GraphProgram:
         device = self._device(args)
         inputs = _CallInputs(self, args, device)
         exe = self._executable(inputs, device)
+        exact = self._exact_executable(inputs, device) if fidelity.comparing() else None
         arrays = inputs.arrays()
         if self.random:
             arrays.append(rng.draw(None, device.index))
@@ -198,6 +202,9 @@ class GraphProgram:
         self.host_failures.clear()
         try:
             with profiling.range(self.range_name):
+                if exact is not None:  # compare: the exact program first, on the same inputs (no donation)
+                    exact_outs = executables.launch(exact.fn, arrays, f"graph {self.name} (exact)", device.index,
+                                                    None, NEFFExecutionError)
                 outs = executables.launch(exe.fn, arrays, f"graph {self.name}", device.index,
                                           (profiling.RECORD_GRAPH, self.name), NEFFExecutionError)
         except Exception:
@@ -209,7 +216,23 @@ class GraphProgram:
             raise
         if outs:
             streams.launched(device.index, outs[0])
+        if exact is not None:
+            self._compare(inputs, exe.meta.plan, exact_outs, outs)
         return exe.finish(self, args, inputs, outs, device)
+
+    def _compare(self, inputs: _CallInputs, plan: Plan, exact_outs, outs) -> None:
+        """Where the target's policy changed the graph's results: its fresh outputs and mutated inputs."""
+        n = len(plan.fresh) + len(plan.write_slots)
+
+        def label(i):
+            if i < len(plan.fresh):
+                position = [r for r, (kind, what) in enumerate(plan.returns) if kind == ReturnKind.FRESH and what == i]
+                return f"output {position[0]}" if position else f"result {i}"
+            slot = plan.write_slots[i - len(plan.fresh)]
+            mutated = [j for j, lay in enumerate(inputs.layouts) if lay is not None and lay.slot == slot]
+            return f"mutated input {', '.join(map(str, mutated))}"
+
+        fidelity.compare(f"graph {self.name}", exact_outs[:n], outs[:n], label, stacklevel=3)
 
     def _device(self, args) -> torch.device:
         for a in args:
@@ -262,21 +285,50 @@ class GraphProgram:
         self.signatures.add(sig)
         return exe
 
+    def _exact_executable(self, inputs: _CallInputs, device) -> "_Executable":
+        """TORCH_NEURONX_TARGET_CHECK=compare: the graph's program traced with the target's policy off and
+        compiled without donation (it runs first, on the inputs the target's program then takes)."""
+        sig = inputs.sig
+
+        def compile_exact():
+            with profiling.range(f"neuron::compile_graph {self.name}"), target_policy.exact():
+                return self._compile(inputs, device, None, exact=True)
+
+        if self.structure is None:
+            exe = self.unshared_exact.get(sig)
+            if exe is None:
+                exe = self.unshared_exact[sig] = compile_exact()
+            return exe
+
+        def build():
+            exe = compile_exact()
+            return Built(exe, exe.fn, exe.meta)
+
+        key = Key(GRAPH_EXACT, (self.structure,) + sig, device.index)
+        return cache.executable_cache().acquire(key, self.name, build,
+                                                lambda found: _Executable(found.executable, found.meta))
+
     def _reason(self, sig) -> str | None:
         return self.first_reason if not self.signatures else f"new input signature: {_describe_sig(sig)}"
 
-    def _compile(self, inputs: _CallInputs, device, reason):
+    def _compile(self, inputs: _CallInputs, device, reason, exact: bool = False):
+        """The graph's executable for these inputs; `exact`: compare's exact program (no donation, and
+        not counted as a compile of the graph)."""
         tracer = _Tracer(self, inputs)
         arrays = inputs.arrays()
         extra = [rng.PROBE_WORDS] if self.random else []
         written = [i for i, lay in enumerate(inputs.layouts) if lay is not None and i in self.mutated_inputs]
-        donate = StorageInputs.donated(inputs.buffers, [inputs.layouts[i].slot for i in written])
+        donate = () if exact else StorageInputs.donated(inputs.buffers, [inputs.layouts[i].slot for i in written])
         start = time.perf_counter()
         try:
             with devices.on_device(device.index):
                 lowered = jax.jit(tracer.run, donate_argnums=donate).lower(*arrays, *extra)
         except NEFFCompilationError:
             raise
+        except TargetUnsupported as e:  # complex under a target: the op and dtype, then where in the graph
+            node = tracer.current
+            where = f" (graph {self.name}, node '{node.name}')" if node is not None else f" (graph {self.name})"
+            raise TargetUnsupported(f"{e}{where}") from None
         except Exception as e:
             node = tracer.current
             where = f"op {node.target} (node '{node.name}')" if node is not None else "the graph"
@@ -289,14 +341,16 @@ class GraphProgram:
             raise NEFFCompilationError(f"graph {self.name}: XLA could not compile it: {type(e).__name__}: {e}") from e
         seconds = time.perf_counter() - start
         exe = _Executable(fn, tracer.meta())
-        metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason, tracer.fallbacks)
-        debug_dumps.save(self.name, len(self.signatures), self.gm, lowered)
+        if not exact:
+            metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason,
+                                   tracer.fallbacks)
+            debug_dumps.save(self.name, len(self.signatures), self.gm, lowered)
         return exe
 
 
 def clear_cache() -> None:
     """Forget every compiled graph executable this process holds (the disk cache keeps its entries)."""
-    cache.clear_memory(keep=lambda key: key.namespace != GRAPH)
+    cache.clear_memory(keep=lambda key: key.namespace not in (GRAPH, GRAPH_EXACT))
 
 
 def compiled_keys() -> list[tuple]:

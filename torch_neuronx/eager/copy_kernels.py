@@ -12,11 +12,14 @@ from ..runtime import transfer
 from . import executor
 from .buffers import copy_into, device_array, item, to_host
 from ..ops.specs import spec_for
+from ..ops.target_policy import refuse_complex_tensor
 
 aten = torch.ops.aten
 
 
 def copy_(self, src, non_blocking=False):
+    if self.dtype.is_complex or src.dtype.is_complex:  # a Trainium target has no complex dtypes
+        refuse_complex_tensor("aten.copy_.default", src.dtype, self.dtype)
     if self.device.type == "neuron":
         if src.device == self.device:
             return executor.run(spec_for(aten.copy_.default), (self, src, non_blocking), {})
@@ -42,6 +45,8 @@ def copy_from(self, dst, non_blocking=False):
 
 
 def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if self.dtype.is_complex or (dtype is not None and dtype.is_complex):  # a Trainium target has none
+        refuse_complex_tensor("aten._to_copy.default", self.dtype, dtype)
     target = torch.device(device) if device is not None else self.device
     if target.type == "neuron" and target.index is None:
         target = torch.device("neuron", torch.neuron.current_device())

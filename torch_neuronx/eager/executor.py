@@ -28,14 +28,15 @@ import torch
 
 from .. import metrics
 from ..cache import Built, Key, clear_memory, executable_cache
-from ..ops import argument_checks, protocol
+from ..ops import argument_checks, protocol, target_policy
 from ..ops.value_checks import CheckedCall
 from ..ops.cpu_messages import named
 from ..ops.dtypes import UnsupportedDtype
+from ..ops.target_policy import TargetUnsupported
 from ..ops.protocol import (NUMBER_TYPES, ArgKind, FreshOutput, Plan, Return, ReturnKind, StorageInputs,
                             StorageProgram, call_lowering, fresh_storage, typed)
 from ..ops.specs import OpSpec, spec_for
-from ..runtime import devices, executables, profiling, rng, storage, streams
+from ..runtime import devices, executables, fidelity, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax
 from . import fusion, host_draws
 
@@ -55,6 +56,7 @@ _launch = executables.launch
 _STATIC, _SCALAR, _GENERATOR, _TENSOR = ArgKind.STATIC, ArgKind.SCALAR, ArgKind.GENERATOR, ArgKind.TENSOR
 _FRESH, _ARGUMENT = ReturnKind.FRESH, ReturnKind.ARGUMENT
 OP = "op"  # the cache namespace of eager ops' executables
+OP_EXACT = "op_exact"  # TORCH_NEURONX_TARGET_CHECK=compare: an op's program with the target's policy off
 
 
 class DeviceMismatch(RuntimeError):
@@ -64,10 +66,11 @@ class DeviceMismatch(RuntimeError):
 class Entry:
     """One signature: its executable and its `Plan` (how its outputs become the call's results: what
     the disk cache keeps beside the executable), and its traced jaxpr where it was traced in this
-    process (what a fused run replays). `fn` is None until the op first runs on its own."""
+    process (what a fused run replays). `fn` is None until the op first runs on its own. `exact` is the
+    op's exact executable where TORCH_NEURONX_TARGET_CHECK=compare runs one beside it, else None."""
 
     __slots__ = ("fn", "plan", "fresh", "write_slots", "checks", "fresh_returns", "returned_argument", "device", "key",
-                 "name", "jaxpr", "out_avals")
+                 "name", "jaxpr", "out_avals", "exact")
 
     def __init__(self, fn, plan: Plan, device, key: Key, name: str, jaxpr=None):
         self.fn = fn
@@ -79,6 +82,7 @@ class Entry:
         self.device = device
         self.key = key
         self.name = name  # the op's name
+        self.exact = None
         self.set_jaxpr(jaxpr)
 
     def set_jaxpr(self, jaxpr) -> None:
@@ -91,7 +95,7 @@ class Entry:
 def clear_cache() -> None:
     """Forget this process's eager executables (the disk cache keeps its entries)."""
     fusion.flush("cache cleared")
-    clear_memory(keep=lambda key: key.namespace not in (OP, fusion.RUN))
+    clear_memory(keep=lambda key: key.namespace not in (OP, OP_EXACT, fusion.RUN))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -251,12 +255,32 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     inputs = [b for b in buffers if b is not None]
     device = call.device
     _add_scalar_inputs(call, inputs)
+    exact = entry.exact
+    if exact is not None:  # compare: the exact program first, on the same inputs (it donates nothing)
+        exact_outs = _launch(exact, inputs, f"{spec.name} (exact)", device, None)
     outs = _launch(entry.fn, inputs, spec.name, device, (profiling.RECORD_OP, spec.name) if _profiler_on() else None)
     if outs:
         streams.launched(device, outs[0])
+    if exact is not None:
+        _compare(spec, args, kwargs, call, entry, exact_outs, outs)
     values = protocol.finish(entry.plan, outs, call, lambda name: spec.arg_value(args, kwargs, name), entry.device,
                              spec.name, seen=())  # an op's results are never lazy views
     return values[0] if spec.single_return else tuple(values)
+
+
+def _compare(spec, args, kwargs, call, entry, exact_outs, outs) -> None:
+    """Where the target's policy changed the op's results: its fresh results and written storages."""
+    n = len(entry.fresh) + len(entry.write_slots)
+
+    def label(i):
+        if i < len(entry.fresh):
+            return f"result {i}"
+        key = call.keys[entry.write_slots[i - len(entry.fresh)]]
+        names = [name for name in spec.written if isinstance(t := spec.arg_value(args, kwargs, name), _Tensor)
+                 and _storage_key(t) == key]
+        return f"written argument {', '.join(names)}" if names else "written storage"
+
+    fidelity.compare(spec.name, exact_outs[:n], outs[:n], label, stacklevel=4)  # the op's caller
 
 
 def _add_scalar_inputs(call, inputs: list) -> None:
@@ -542,7 +566,37 @@ def _acquire(spec: OpSpec, args, kwargs, call: _Call, buffers, key: Key):
     def from_disk(found):
         return Entry(found.executable, found.meta, device, key, spec.name)
 
-    return executable_cache().acquire(key, spec.name, build, from_disk)
+    entry = executable_cache().acquire(key, spec.name, build, from_disk)
+    if entry is not None and fidelity.comparing():  # (fusion is off while it compares)
+        entry.exact = _exact_executable(spec, args, kwargs, call, buffers, entry)
+    return entry
+
+
+_SAME = "same"  # an exact program identical to the target's: nothing to compare
+
+
+def _exact_executable(spec: OpSpec, args, kwargs, call: _Call, buffers, entry: Entry):
+    """TORCH_NEURONX_TARGET_CHECK=compare: the op's program traced with the target's policy off, compiled
+    without donation (it runs first, on the inputs the target's program then takes); None where it is the
+    target's own program (no 64-bit value, no Python number in it: the policy changes nothing)."""
+    key = entry.key.on(OP_EXACT)
+
+    def build():
+        with profiling.range(f"neuron::compile_op {spec.name}"):
+            with target_policy.exact():
+                traced = _trace(spec, args, kwargs, call, buffers)
+            if traced is None:  # never: out= tensors were resized for the target's entry already
+                raise RuntimeError(f"{spec.name}: the exact program's meta call resized out= tensors")
+            # the target's program (traced again where its entry came from disk)
+            jaxpr = entry.jaxpr if entry.jaxpr is not None else _trace(spec, args, kwargs, call, buffers)[1]
+            if str(traced[1]) == str(jaxpr):
+                return Built(_SAME)  # nothing stored: traced again by a new process
+            exact = Entry(None, traced[0], entry.device, key, spec.name, traced[1])
+            fn = _compile_entry(spec, exact, call, buffers, donate=False)
+        return Built(fn, fn, ())
+
+    fn = executable_cache().acquire(key, spec.name, build, lambda found: found.executable)
+    return None if fn is _SAME else fn
 
 
 PLAN = "plan"  # the disk cache's namespace of an eager op's output plan (what its meta call gave)
@@ -564,6 +618,8 @@ def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers, key=None):
     try:
         with devices.on_device(call.device):
             jaxpr = jax.make_jaxpr(program)(*_input_avals(call, buffers))
+    except TargetUnsupported:  # complex under a target: its message names the op, the dtype, the target
+        raise
     except UnsupportedDtype as e:
         raise _lowering_error(spec, call, e) from None
     except Exception as e:  # a lowering failure: say which op and which inputs
@@ -606,16 +662,18 @@ def _input_avals(call: _Call, buffers) -> list:
     return avals
 
 
-def _compile_entry(spec: OpSpec, entry: Entry, call: _Call, buffers):
+def _compile_entry(spec: OpSpec, entry: Entry, call: _Call, buffers, donate: bool = True):
     """XLA's executable of the entry's jaxpr, compiled now so errors name the op; the storages it
-    writes are donated."""
+    writes are donated (unless `donate` is False: an exact program compare runs first)."""
     from jax.extend.core import jaxpr_as_fun
 
-    donate = StorageInputs.donated(buffers, entry.write_slots)
+    donate = StorageInputs.donated(buffers, entry.write_slots) if donate else ()
     try:
         with devices.on_device(call.device):
             lowered = jax.jit(jaxpr_as_fun(entry.jaxpr), donate_argnums=donate).lower(*_input_avals(call, buffers))
             return executables.compile_lowered(lowered, small=True)
+    except TargetUnsupported:
+        raise
     except UnsupportedDtype as e:
         raise _lowering_error(spec, call, e) from None
     except Exception as e:

@@ -15,8 +15,9 @@ A run's key is a `cache.Key` in namespace "run": per op, its value key and which
 each of its slots is (numbered in order of first use), then the storages that come out. The
 executable is got like any other (`ExecutableCache.acquire`: memory, then disk, else compiled).
 
-Off with TORCH_NEURONX_EAGER_FUSION=0, or while `torch.use_deterministic_algorithms(True)` is set
-(then every op is its own launch, as before); TORCH_NEURONX_EAGER_FUSION_MAX_OPS bounds a run.
+Off with TORCH_NEURONX_EAGER_FUSION=0, under TORCH_NEURONX_TARGET_CHECK=compare (each op runs beside its
+exact program), or while `torch.use_deterministic_algorithms(True)` is set (then every op is its own
+launch, as before); TORCH_NEURONX_EAGER_FUSION_MAX_OPS bounds a run.
 """
 from __future__ import annotations
 
@@ -47,7 +48,12 @@ RUN = "run"  # the cache namespace of fused runs' executables
 
 
 def _read_settings():
-    return config.settings.eager_fusion, config.settings.eager_fusion_max_ops
+    # TORCH_NEURONX_TARGET_CHECK=compare runs each op's exact program beside it: one launch per op
+    return (config.settings.eager_fusion and not _comparing()), config.settings.eager_fusion_max_ops
+
+
+def _comparing() -> bool:
+    return config.settings.target_check == "compare"
 
 
 _enabled, _max_ops = _read_settings()
@@ -87,7 +93,7 @@ def setting(on: bool):
     flush("settings")
     with _lock:
         _overrides += 1
-    before, _local.on = _local.on, on
+    before, _local.on = _local.on, on and not _comparing()
     try:
         yield
     finally:

@@ -27,7 +27,7 @@ import torch
 from ..runtime import storage
 from ..runtime.numpy_dtypes import to_numpy_dtype
 from ..runtime.lazy_jax import jnp
-from . import layout
+from . import layout, target_policy
 from ._registry import normalize
 from .value_checks import first_failure
 from .dtypes import cast
@@ -64,8 +64,10 @@ def call_lowering(spec, args: list, kwargs: dict, key=None) -> tuple:
     value and each traced number by its traced value. out= arguments are dropped (the lowering is the
     functional overload's), a Generator argument, given or left out, becomes the PRNG `key`, as does
     the extra key argument of a random lowering whose schema has no Generator, and a Python number
-    given for a traced argument is made a weakly typed 0-d value (as eager traces it). Returns the
-    lowering's outputs as a tuple (a Tensor[] return is one output, a list)."""
+    given for a traced argument is made a weakly typed 0-d value (as eager traces it). Under a Trainium
+    target the lowering runs under TorchNeuron's dtype policy (`target_policy`: 64-bit values as 32-bit,
+    no complex); `typed` then widens each output back to PyTorch's dtype. Returns the lowering's outputs
+    as a tuple (a Tensor[] return is one output, a list)."""
     if spec.out_names and spec.functional is not spec.op:
         drop = spec.out_names
         args = [a for i, a in enumerate(args) if spec.arg_names[i] not in drop]
@@ -83,7 +85,7 @@ def call_lowering(spec, args: list, kwargs: dict, key=None) -> tuple:
             call_args[i] = jnp.asarray(call_args[i])
     if spec.rng_key:
         call_args.append(key)
-    results = spec.lowering.fn(*call_args)
+    results = target_policy.call(spec, call_args)  # TorchNeuron's 64-bit policy under a target
     if not isinstance(results, (tuple, list)) or spec.list_return:
         return (results,)
     return tuple(results)

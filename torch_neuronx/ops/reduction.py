@@ -117,7 +117,8 @@ def _extreme_with_index(x, axis: int, keepdim: bool, is_max: bool):
 
     vals, idx = lax.reduce(
         (x, iota),
-        (jnp.asarray(init_v, x.dtype), jnp.asarray(np.iinfo(np.int64).max, _I64)),
+        # the index's own maximum: int32 under a Trainium target's policy (ops.target_policy)
+        (jnp.asarray(init_v, x.dtype), jnp.asarray(np.iinfo(iota.dtype).max, iota.dtype)),
         pick,
         (axis,),
     )

@@ -8,7 +8,7 @@ import sys
 import threading
 
 from . import lazy_jax
-from . import config
+from . import config, targets
 
 _lock = threading.Lock()
 _devices: list | None = None
@@ -70,11 +70,15 @@ def set_native_count(n: int, platform_devices: list | None = None) -> None:
 
 
 def memory_capacity(device=None) -> int:
-    """A core's capacity in bytes: TORCH_NEURONX_CORE_MEMORY, else what the platform reports for the
-    device (`bytes_limit`), else the host's physical memory (the CPU platform: every core shares it)."""
+    """A core's capacity in bytes: TORCH_NEURONX_CORE_MEMORY, else one logical core's share of the
+    target chip's memory (TORCH_NEURONX_TARGET), else what the platform reports for the device
+    (`bytes_limit`), else the host's physical memory (the CPU platform: every core shares it)."""
     configured = config.core_memory()
     if configured is not None:
         return configured
+    target = targets.current()
+    if target is not None:
+        return target.memory_bytes
     try:
         limit = int((device.memory_stats() or {}).get("bytes_limit", 0)) if device is not None else 0
     except Exception:  # a platform without memory stats

@@ -2,9 +2,9 @@
 
 `TORCH_NEURONX_TARGET=trn1|trn2|trn3` makes every neuron core behave, where the package can make it,
 as one logical NeuronCore of that chip (`NEURON_LOGICAL_NC_CONFIG` physical cores grouped into one, as
-AWS's runtime reads it; default: the chip's): its memory capacity, TorchNeuron's 64-bit dtype policy
-inside executables (`ops.protocol`), and the roofline the time estimates use (`runtime.costs`). Unset
-(the default), nothing changes.
+AWS's runtime reads it; default: the chip's): its memory capacity (`runtime.devices`), TorchNeuron's
+64-bit dtype policy inside executables (`ops.target_policy`, called where every lowering is), and the
+roofline the time estimates use (`runtime.costs`). Unset (the default), nothing changes.
 
 Every figure is per chip, as AWS publishes it (SOURCES names where); a logical core gets its share:
 `lnc / cores` of the chip's memory, bandwidths and peak rates. `TORCH_NEURONX_TARGET_FIGURES` overrides
