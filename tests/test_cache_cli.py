@@ -16,6 +16,7 @@ import pytest
 from helpers import run_python
 from torch_neuronx import cli
 from torch_neuronx.cache.store import DiskStore, encode
+from torch_neuronx.runtime import executables
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -242,7 +243,7 @@ def test_verify_loads_the_executable_behind_a_graph_entrys_metadata(cache_dir, c
     assert rc == 1
     [report] = [line for line in out.splitlines() if line.startswith("bad: ")]
     assert report == (f"bad: {info.name} (graph) in {info.path}: it could not be loaded: ValueError: "
-                      f"serialized executable format 99, this package reads 1 - removed")
+                      f"serialized executable format 99, this package reads {executables.FORMAT} - removed")
     assert not info.path.exists()
 
 

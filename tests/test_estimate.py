@@ -210,3 +210,25 @@ def test_target_figures_can_be_overridden():
     assert bad.returncode != 0 and "NEURON_LOGICAL_NC_CONFIG=2: trn1 supports a logical core of 1" in bad.stderr
     unknown = run_python(code, TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_TARGET_FIGURES="warp_speed=9")
     assert unknown.returncode != 0 and "'warp_speed' is not a target figure" in unknown.stderr
+
+
+def test_a_model_fed_drifting_shapes_counts_its_fused_runs():
+    code = (
+        "import copy, warnings, torch, torch_neuronx\n"
+        "from torch_neuronx import metrics\n"
+        "warnings.simplefilter('always')\n"
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))\n"
+        "device_model = copy.deepcopy(model).to('neuron')\n"
+        "with warnings.catch_warnings(record=True) as caught, torch.no_grad():\n"
+        "    for batch in (3, 5, 3, 7, 9, 5, 11):\n"
+        "        x = torch.randn(batch, 8)\n"
+        "        torch.testing.assert_close(device_model(x.to('neuron')).cpu(), model(x), rtol=1e-5, atol=1e-5)\n"
+        "runs, shapes = metrics.distinct_executables()[('run', 'fused runs')]\n"
+        "print('RUNS', runs, shapes)\n"
+        "print('WARN', sum('fused runs has needed 5 distinct executables' in str(w.message) for w in caught))\n"
+    )
+    r = run_python(code, TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="5")
+    assert r.returncode == 0, r.stderr
+    # five batch sizes: five runs compiled (the repeated ones hit memory), warned once at the fifth
+    assert "RUNS 5 5" in r.stdout and "WARN 1" in r.stdout, r.stdout
