@@ -153,25 +153,46 @@ def test_report_and_summary_name_the_top_executables():
     assert "estimated on" in metrics.report()
 
 
-def test_recompiles_are_counted_per_op_and_warned_under_a_target():
+def _distinct_and_warnings(setup: str, loop: str, what: tuple, warning: str, **env) -> str:
+    """In a child process: `setup`, then `loop` (indented code) with warnings recorded; prints the distinct
+    (executables, input shapes) of `what` and how many warnings contained `warning`."""
     code = (
-        "import warnings, torch, torch_neuronx\n"
+        "import copy, warnings, torch, torch_neuronx\n"
         "from torch_neuronx import metrics\n"
         "warnings.simplefilter('always')\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    for n in range(1, 7):\n"
-        "        x = torch.ones(n, 3, device='neuron')\n"
-        "        assert float((x * 2).sum().cpu()) == 6 * n\n"
-        "counts = metrics.distinct_executables()\n"
-        "print('MUL', counts[('op', 'aten.mul.Tensor')])\n"
-        "print('WARN', sum('aten.mul.Tensor has needed 4 distinct executables' in str(w.message) for w in caught))\n"
+        f"{setup}"
+        "with warnings.catch_warnings(record=True) as caught, torch.no_grad():\n"
+        f"{loop}"
+        f"print('DISTINCT', *metrics.distinct_executables()[{what!r}])\n"
+        f"print('WARN', sum({warning!r} in str(w.message) for w in caught))\n"
     )
-    r = run_python(code, TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="4")
+    r = run_python(code, **env)
     assert r.returncode == 0, r.stderr
-    assert "MUL (6, 6)" in r.stdout and "WARN 1" in r.stdout, r.stdout
-    quiet = run_python(code, TORCH_NEURONX_RECOMPILE_WARN="4")  # no target: counted, not warned
-    assert quiet.returncode == 0, quiet.stderr
-    assert "MUL (6, 6)" in quiet.stdout and "WARN 0" in quiet.stdout, quiet.stdout
+    return r.stdout
+
+
+def test_recompiles_are_counted_per_op_and_warned_under_a_target():
+    loop = ("    for n in range(1, 7):\n"
+            "        x = torch.ones(n, 3, device='neuron')\n"
+            "        assert float((x * 2).sum().cpu()) == 6 * n\n")
+    args = ("", loop, ("op", "aten.mul.Tensor"), "aten.mul.Tensor has needed 4 distinct executables")
+    out = _distinct_and_warnings(*args, TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="4")
+    assert "DISTINCT 6 6" in out and "WARN 1" in out, out
+    quiet = _distinct_and_warnings(*args, TORCH_NEURONX_RECOMPILE_WARN="4")  # no target: counted, not warned
+    assert "DISTINCT 6 6" in quiet and "WARN 0" in quiet, quiet
+
+
+def test_a_model_fed_drifting_shapes_counts_its_fused_runs():
+    setup = ("torch.manual_seed(0)\n"
+             "model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))\n"
+             "device_model = copy.deepcopy(model).to('neuron')\n")
+    loop = ("    for batch in (3, 5, 3, 7, 9, 5, 11):\n"
+            "        x = torch.randn(batch, 8)\n"
+            "        torch.testing.assert_close(device_model(x.to('neuron')).cpu(), model(x), rtol=1e-5, atol=1e-5)\n")
+    out = _distinct_and_warnings(setup, loop, ("run", "fused runs"), "fused runs has needed 5 distinct executables",
+                                 TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="5")
+    # five batch sizes: five runs compiled (the repeated ones hit memory), warned once at the fifth
+    assert "DISTINCT 5 5" in out and "WARN 1" in out, out
 
 
 def test_estimate_command_prints_the_report_at_exit(tmp_path):
@@ -210,25 +231,3 @@ def test_target_figures_can_be_overridden():
     assert bad.returncode != 0 and "NEURON_LOGICAL_NC_CONFIG=2: trn1 supports a logical core of 1" in bad.stderr
     unknown = run_python(code, TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_TARGET_FIGURES="warp_speed=9")
     assert unknown.returncode != 0 and "'warp_speed' is not a target figure" in unknown.stderr
-
-
-def test_a_model_fed_drifting_shapes_counts_its_fused_runs():
-    code = (
-        "import copy, warnings, torch, torch_neuronx\n"
-        "from torch_neuronx import metrics\n"
-        "warnings.simplefilter('always')\n"
-        "torch.manual_seed(0)\n"
-        "model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))\n"
-        "device_model = copy.deepcopy(model).to('neuron')\n"
-        "with warnings.catch_warnings(record=True) as caught, torch.no_grad():\n"
-        "    for batch in (3, 5, 3, 7, 9, 5, 11):\n"
-        "        x = torch.randn(batch, 8)\n"
-        "        torch.testing.assert_close(device_model(x.to('neuron')).cpu(), model(x), rtol=1e-5, atol=1e-5)\n"
-        "runs, shapes = metrics.distinct_executables()[('run', 'fused runs')]\n"
-        "print('RUNS', runs, shapes)\n"
-        "print('WARN', sum('fused runs has needed 5 distinct executables' in str(w.message) for w in caught))\n"
-    )
-    r = run_python(code, TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="5")
-    assert r.returncode == 0, r.stderr
-    # five batch sizes: five runs compiled (the repeated ones hit memory), warned once at the fifth
-    assert "RUNS 5 5" in r.stdout and "WARN 1" in r.stdout, r.stdout
