@@ -114,7 +114,7 @@ def test_the_cost_analysis_comes_with_a_disk_cache_entry(tmp_path):
         "print('FLOPS', sum(r['flops'] * r['launches'] for r in metrics.estimates()))\n"
         "print('COMPILED', metrics.executable_counts()['runs_compiled'])\n"
     )
-    env = dict(TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path))
+    env = dict(TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path), TORCH_NEURONX_EAGER_FUSION="1")  # a fused run
     cold, warm = run_python(code, **env), run_python(code, **env)
     for r in (cold, warm):
         assert r.returncode == 0, r.stderr
@@ -190,7 +190,8 @@ def test_a_model_fed_drifting_shapes_counts_its_fused_runs():
             "        x = torch.randn(batch, 8)\n"
             "        torch.testing.assert_close(device_model(x.to('neuron')).cpu(), model(x), rtol=1e-5, atol=1e-5)\n")
     out = _distinct_and_warnings(setup, loop, ("run", "fused runs"), "fused runs has needed 5 distinct executables",
-                                 TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="5")
+                                 TORCH_NEURONX_TARGET="trn2", TORCH_NEURONX_RECOMPILE_WARN="5",
+                                 TORCH_NEURONX_EAGER_FUSION="1")
     # five batch sizes: five runs compiled (the repeated ones hit memory), warned once at the fifth
     assert "DISTINCT 5 5" in out and "WARN 1" in out, out
 
@@ -199,7 +200,8 @@ def test_estimate_command_prints_the_report_at_exit(tmp_path):
     script = tmp_path / "script.py"
     script.write_text("import torch\na = torch.ones(32, 32, device='neuron')\nassert float((a @ a).sum().cpu()) == 32**3\n")
     r = run_python(args=["-m", "torch_neuronx.cli", "estimate", "--target", "trn1", "--", "python", str(script)],
-                   PATH=f"{__import__('os').path.dirname(__import__('sys').executable)}:{__import__('os').environ['PATH']}")
+                   PATH=f"{__import__('os').path.dirname(__import__('sys').executable)}:{__import__('os').environ['PATH']}",
+                   TORCH_NEURONX_EAGER_FUSION="1")  # its ops as one fused run
     assert r.returncode == 0, r.stderr
     # the script's ops ran as one fused run: ones, mm, sum
     assert "estimated on one Trn1 NeuronCore (LNC=1)" in r.stderr, r.stderr
