@@ -406,11 +406,7 @@ def estimate_report(top: int = 10) -> str:
         rows.append((r["name"][:80], str(r["launches"]), f"{r['flops'] / 1e9:.3f}", f"{r['bytes'] / 1e6:.2f}",
                      f"{r['estimate_s'] * 1e3:.3f}", f"{r['estimate_total_s'] * 1e3:.2f}",
                      "" if r["measured_s"] is None else f"{r['measured_s'] * 1e3:.1f}", r["bound"]))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"estimated on {summary['target']} (a roofline lower bound: docs/targets.md):"]
-    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-              for r in rows]
-    lines.insert(2, "-" * len(lines[1]))
+    lines = [f"estimated on {summary['target']} (a roofline lower bound: docs/targets.md):"] + _table(rows)
     for c in collective_estimates():
         lines.append(f"collective {c['kind']} over {c['world']} ranks, {c['bytes'] / 1e6:.2f} MB: "
                      f"{c['launches']} launches, est {c['estimate_total_s'] * 1e3:.2f} ms")
@@ -440,6 +436,15 @@ def reset_dynamo_metrics() -> None:
     _splits.clear()
 
 
+def _table(rows) -> list[str]:
+    """Rows of text cells as lines: the first column left-aligned, the others right-aligned, a rule under
+    the header row."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return lines
+
+
 def report() -> str:
     """A readable table of everything counted since the last `clear_op_tracking()`."""
     ops = sorted(set(_executed) | set(_fallbacks) | set(_refused) | set(_decomposed) | set(_compiles))
@@ -456,9 +461,7 @@ def report() -> str:
                 str(_decomposed[op]),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    lines.insert(1, "-" * len(lines[0]))
+    lines = _table(rows)
     stats = cache_stats()
     lines.append("")
     lines.append(

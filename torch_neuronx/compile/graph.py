@@ -258,54 +258,47 @@ class GraphProgram:
 
     def _executable(self, inputs: _CallInputs, device) -> "_Executable":
         sig = inputs.sig
-        if self.structure is None:
-            exe = self.unshared.get(sig)
-            if exe is None:
-                with profiling.range(f"neuron::compile_graph {self.name}"):
-                    exe = self.unshared[sig] = self._compile(inputs, device, self._reason(sig))
-                self.signatures.add(sig)
-            return exe
-        key = Key(GRAPH, (self.structure,) + sig, device.index)
-        store = cache.executable_cache()
-        exe = store.get(key)
-        if exe is not None:
-            if sig not in self.signatures:
-                # the same graph (same code, same constants) compiled before for these inputs: a graph
-                # Dynamo traced again (a guard failed, a block of a repeated class) reuses that executable
-                metrics.graph_reused(self.name)
-                self.signatures.add(sig)
-            return exe
+        if (sig not in self.signatures and self.structure is not None
+                and cache.executable_cache().get(self._key(GRAPH, sig, device)) is not None):
+            # the same graph (same code, same constants) compiled before for these inputs: a graph
+            # Dynamo traced again (a guard failed, a block of a repeated class) reuses that executable
+            metrics.graph_reused(self.name)
 
-        def build():
+        def compile_graph():
             with profiling.range(f"neuron::compile_graph {self.name}"):
-                exe = self._compile(inputs, device, self._reason(sig))
-            return Built(exe, exe.fn, exe.meta)
+                return self._compile(inputs, device, self._reason(sig))
 
-        exe = store.acquire(key, self.name, build, lambda found: _Executable(found.executable, found.meta))
+        exe = self._held(GRAPH, self.unshared, inputs, device, compile_graph)
         self.signatures.add(sig)
         return exe
 
     def _exact_executable(self, inputs: _CallInputs, device) -> "_Executable":
         """TORCH_NEURONX_TARGET_CHECK=compare: the graph's program traced with the target's policy off and
         compiled without donation (it runs first, on the inputs the target's program then takes)."""
-        sig = inputs.sig
-
         def compile_exact():
             with profiling.range(f"neuron::compile_graph {self.name}"), target_policy.exact():
                 return self._compile(inputs, device, None, exact=True)
 
+        return self._held(GRAPH_EXACT, self.unshared_exact, inputs, device, compile_exact)
+
+    def _key(self, namespace: str, sig, device) -> Key:
+        return Key(namespace, (self.structure,) + sig, device.index)
+
+    def _held(self, namespace: str, unshared: dict, inputs: _CallInputs, device, compile) -> "_Executable":
+        """The executable of these inputs in `namespace`: the process's executable cache's (memory, disk,
+        else `compile()`), or for a graph that cannot be shared (no structure digest) this graph's own."""
+        sig = inputs.sig
         if self.structure is None:
-            exe = self.unshared_exact.get(sig)
+            exe = unshared.get(sig)
             if exe is None:
-                exe = self.unshared_exact[sig] = compile_exact()
+                exe = unshared[sig] = compile()
             return exe
 
         def build():
-            exe = compile_exact()
+            exe = compile()
             return Built(exe, exe.fn, exe.meta)
 
-        key = Key(GRAPH_EXACT, (self.structure,) + sig, device.index)
-        return cache.executable_cache().acquire(key, self.name, build,
+        return cache.executable_cache().acquire(self._key(namespace, sig, device), self.name, build,
                                                 lambda found: _Executable(found.executable, found.meta))
 
     def _reason(self, sig) -> str | None:

@@ -90,7 +90,7 @@ def _record(name: str, output: str, found: dict, stacklevel: int) -> None:
             how = (f"{found['count']} of {found['elements']} elements differ, max abs difference "
                    f"{found['max_abs']:.6g}, max relative difference {found['max_rel']:.6g}")
         warnings.warn(f"neuron ({target.name}): {name}: {output}: the target's dtype policy changed the result: "
-                      f"{how} (TORCH_NEURONX_TARGET_CHECK=compare; torch_neuronx.runtime.fidelity."
+                      f"{how} (TORCH_NEURONX_TARGET_CHECK=compare; torch_neuronx.metrics."
                       f"fidelity_differences() lists every difference)", RuntimeWarning, stacklevel=stacklevel)
 
 
