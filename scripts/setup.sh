@@ -18,11 +18,12 @@ fi
 # fetching a CUDA build. Everything else comes from the package index by name.
 # expecttest: torch.testing._internal (OpInfo) imports it; pytest-timeout: a hung test fails;
 # pytest-xdist: the default test run uses both cores (scripts/test.sh); accelerate: diffusers'
-# tensor-parallel from_pretrained loads on the meta device, which needs it (tests/test_tensor_parallel.py).
+# tensor-parallel from_pretrained loads on the meta device, which needs it (tests/test_tensor_parallel.py);
+# peft: diffusers' LoRA adapters and their hot-swap (tests/test_lora_hotswap.py).
 # ml_dtypes 0.6.0: 0.7.0 takes 0.7-0.9 s to import (jax imports it on the first device use), 0.6.0 0.07 s.
 PINS=(torch==2.13.0 jax==0.10.2 jaxlib==0.10.2 "numpy>=1.26" ml_dtypes==0.6.0 "pytest>=8"
       expecttest==0.3.0 pytest-timeout==2.4.0 pytest-xdist==3.8.0
-      diffusers==0.42.1 transformers==5.23.0 accelerate==1.15.0 "setuptools>=64" wheel ninja)
+      diffusers==0.42.1 transformers==5.23.0 accelerate==1.15.0 peft==0.21.2 "setuptools>=64" wheel ninja)
 if ! "$PY" - "${PINS[@]}" <<'PYEOF'
 import sys
 from importlib.metadata import version, PackageNotFoundError
