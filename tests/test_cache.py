@@ -369,7 +369,7 @@ def test_the_memory_bound_evicts_the_least_recently_used_and_disk_gives_it_back(
 
 
 def test_the_memory_size_bound(fresh_cache, monkeypatch):
-    monkeypatch.setenv(cache.MEMORY_SIZE_ENV, "40K")
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "40K")  # our alias, a size
     cache.reset()
     held = cache.executable_cache()
     x = randn(3, 12, seed=0)

@@ -183,7 +183,7 @@ def test_stats_counts_match_the_entry_files(cache_dir, capsys, monkeypatch):
     assert lines[0].split() == ["folder", str(cache_dir)]
     table = {line.split()[0]: line.split()[1:] for line in lines}
     assert table["op"][0] == "2" and table["graph"][0] == "1" and table["total"][0] == str(len(files))
-    assert table["disk"] == ["layer", "off", "(TORCH_NEURONX_NEFF_DISABLE_CACHE=1)"]
+    assert table["disk"] == ["layer", "off", "(TORCH_NEURONX_NEFF_DISABLE_CACHE=1)"]  # the spelling set
     assert table["TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"] == ["500.0", "MB"]
     assert table["TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES"][0] == "invalid:"
     assert "'many'" in out
@@ -192,7 +192,7 @@ def test_stats_counts_match_the_entry_files(cache_dir, capsys, monkeypatch):
     monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE")
     rc, out, _err = _run(capsys, "stats")
     table = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
-    assert table["TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"] == ["1.0", "GB", "(default)"]
+    assert table["NEURON_COMPILATION_CACHE_MAX_SIZE_MB"] == ["1.0", "GB", "(default)"]  # unset: TorchNeuron's name
 
 
 def test_verify_removes_corrupt_truncated_and_unloadable_entries(cache_dir, capsys):

@@ -2,6 +2,7 @@
 import copy
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -290,6 +291,14 @@ def test_model_name_names_graphs_and_artifacts(tmp_path, monkeypatch):
     assert any(f.endswith(".fx.py") for f in files) and any(f.endswith(".stablehlo.mlir") for f in files)
     hlo = next(p for p in tmp_path.iterdir() if p.name.endswith(".stablehlo.mlir")).read_text()
     assert "stablehlo" in hlo and "func.func public @main" in hlo
+    assert "HloModule" in next(p for p in tmp_path.iterdir() if p.name.endswith(".hlo.txt")).read_text()
+    # the executable, as TorchNeuron keeps the NEFF: it loads and computes the graph
+    from torch_neuronx.runtime import executables
+
+    blob = next(p for p in tmp_path.iterdir() if p.name.endswith(".executable")).read_bytes()
+    x = torch.tensor([-1.0, 2.0, 3.0])
+    (out,) = executables.load(blob, 0)(x.numpy(), np.zeros(1, np.int64))  # the storage, the view's offset
+    assert torch.equal(torch.from_numpy(np.asarray(out)), torch.relu(x) * 2)
     assert all(f.startswith("tiny_") for f in files)
 
 

@@ -201,7 +201,8 @@ def test_off_by_environment_and_runs_load_from_disk(tmp_path):
         "print(value, f['runs'], f['compiled'], f['loaded'])\n"
     )
     env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path))
-    env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
+    for name in ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE"):
+        env.pop(name, None)
 
     def child(**extra):
         r = run_python(code, env=env, **extra)
@@ -244,7 +245,8 @@ def test_a_new_process_takes_each_ops_output_plan_from_disk_and_runs_no_meta_ker
         "                  'loaded': metrics.fusion_stats()['loaded']}))\n"
     )
     env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path), TORCH_NEURONX_EAGER_FUSION="1")
-    env.pop("TORCH_NEURONX_NEFF_DISABLE_CACHE", None)
+    for name in ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE"):
+        env.pop(name, None)
 
     def child():
         r = run_python(code, env=env)

@@ -43,19 +43,29 @@ FORMS = {
     "TORCH_NEURONX_TARGET_CHECK": ([("off", "off"), ("compare", "compare"), ("Compare", "compare")], ["1", "on"]),
     "TORCH_NEURONX_RECOMPILE_WARN": ([("1", 1), ("50", 50)], ["0", "many"]),
     "TORCH_NEURONX_ESTIMATE": (FLAG_FORMS, FLAG_BAD),
-    "TORCH_NEURONX_EAGER_FUSION": (FLAG_FORMS, FLAG_BAD),
-    "TORCH_NEURONX_EAGER_FUSION_MAX_OPS": ([("1", 1), ("4", 4), ("4096", 4096)], ["0", "-4", "many", "2.5"]),
+    "NEURON_LAUNCH_BLOCKING": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_ENABLE_CONCATENATION": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT": ([("1", 1), ("4", 4), ("4096", 4096)],
+                                                      ["0", "-4", "many", "2.5"]),
+    "TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD": ([("0", 0), ("15", 15)], ["-1", "few", "1.5"]),
     "TORCH_NEURONX_CPU_FALLBACK": ([("warn", "warn"), ("error", "error"), ("ERROR", "error"), ("silent", "silent")],
                                    ["1", "raise"]),
+    "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_ENABLE_NKI_SDPA": (FLAG_FORMS, FLAG_BAD),
+    "NEURON_COMPILER_OPT_LEVEL": ([("-O0", 0), ("-O1", 1), ("O2", 2), ("3", 3), ("-o3", 3)], ["-O4", "fast", "-O"]),
+    "NEURON_CC_FLAGS": ([("--target trn2  -O2", ("--target", "trn2", "-O2"))], []),
+    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": (FLAG_FORMS, FLAG_BAD),
     "TORCH_NEURONX_VALUE_CHECKS": (FLAG_FORMS, FLAG_BAD),
     "TORCH_NEURONX_CPU_INPUTS": ([("copy", "copy"), ("error", "error"), ("Error", "error")], ["refuse", "0"]),
     "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": (FLAG_FORMS, FLAG_BAD),
     "TORCH_NEURONX_DEBUG_DIR": ([("/tmp/debug", "/tmp/debug"), ("rel/dir", "rel/dir")], []),
     "TORCH_NEURONX_NEFF_CACHE_DIR": ([("/var/cache/neff", "/var/cache/neff")], []),
-    "TORCH_NEURONX_NEFF_DISABLE_CACHE": (FLAG_FORMS, FLAG_BAD),
+    "TORCH_NEURONX_DISABLE_NEFF_CACHE": (FLAG_FORMS, FLAG_BAD),
     "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE": (SIZE_FORMS, SIZE_BAD),
-    "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES": ([("1", 1), ("4", 4)], ["0", "many", "-1"]),
-    "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE": (SIZE_FORMS, SIZE_BAD),
+    "NEURON_COMPILATION_CACHE_MAX_ENTRIES": ([("1", 1), ("4", 4), ("0", None)], ["many", "-1", "1.5"]),
+    "NEURON_COMPILATION_CACHE_MAX_SIZE_MB": ([("1", MiB), ("1024", GiB), ("0", None)], ["1G", "-1", "lots"]),
+    "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT": ([("1200", 1200.0), ("0.5", 0.5)], ["0", "-1", "soon", "inf"]),
+    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": ([("/local/locks", "/local/locks")], []),
     "TORCH_NEURONX_DIST_CHECKS": (FLAG_FORMS, FLAG_BAD),
     "LOCAL_RANK": ([("3", "3"), (" 1 ", "1")], []),
     "LOCAL_WORLD_SIZE": ([("8", "8")], []),
@@ -94,9 +104,11 @@ def test_the_table_is_well_formed():
     for s in config.SETTINGS:
         assert re.fullmatch(r"[A-Z][A-Z0-9_]*", s.name) and s.attr.isidentifier() and s.doc, s
         assert s.source in (config.USER, config.LAUNCHER, config.XLA), s
-        assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", a) and a not in config.BY_NAME for a in s.aliases), s
-    names = [n for s in config.SETTINGS for n in (s.name,) + s.aliases]
-    assert len(names) == len(set(names))
+        aliases = [a.name for a in config.spellings(s)[1:]]
+        assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", a) and a not in config.BY_NAME for a in aliases), s
+        assert not s.inert or s.source == config.USER, s
+    names = [a.name for s in config.SETTINGS for a in config.spellings(s)]
+    assert len(names) == len(set(names)) == len(config.ROWS)
 
 
 def test_values_follow_the_environment_within_the_process(monkeypatch):
@@ -122,16 +134,18 @@ def test_the_package_reads_through_the_table(monkeypatch, tmp_path):
     from torch_neuronx.eager import fallback
 
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "yes")
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "yes")
     assert cache.directory() == str(tmp_path) and not cache.disk_enabled()
     monkeypatch.setenv("TORCH_NEURONX_DIST_CHECKS", "off")
     assert not process_group.checks_enabled()
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "on")
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dbg"))
     assert debug_dumps.enabled() and debug_dumps.directory() == str(tmp_path / "dbg")
-    monkeypatch.delenv("TORCH_NEURONX_DEBUG_DIR")
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", "rel")
     monkeypatch.chdir(tmp_path)
-    assert debug_dumps.directory() == str(tmp_path / "neuron_debug")
+    assert debug_dumps.directory() == str(tmp_path / "rel")
+    monkeypatch.delenv("TORCH_NEURONX_DEBUG_DIR")
+    assert debug_dumps.directory() == "/tmp/neuron_backend"  # TorchNeuron's default
     monkeypatch.setenv("TORCH_NEURONX_CPU_FALLBACK", "silent")
     fallback.check_cpu_fallback("aten.not_a_real_op.default")  # neither raises nor warns
     assert cache.parse_size is config.parse_size  # one size parser
@@ -139,7 +153,7 @@ def test_the_package_reads_through_the_table(monkeypatch, tmp_path):
 
 def test_config_imports_nothing_heavy():
     """config is read before jax starts, at `import torch`: standard-library imports only."""
-    allowed = {"__future__", "functools", "importlib", "importlib.util", "math", "os", "typing"}
+    allowed = {"__future__", "functools", "importlib", "importlib.util", "math", "os", "typing", "warnings"}
     tree = ast.parse(CONFIG.read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
@@ -151,6 +165,6 @@ def test_readme_documents_every_setting():
     missing = []
     for s in config.SETTINGS:
         row = next((r for r in rows if r.startswith(f"| `{s.name}`")), None)
-        if row is None or any(a not in row for a in s.aliases):
+        if row is None or any(f"`{a.name}`" not in row for a in config.spellings(s)[1:]):
             missing.append(s.name)
     assert not missing, f"README.md needs a settings row '| `NAME` |' (with its aliases) for {missing}"

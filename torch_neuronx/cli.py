@@ -195,7 +195,7 @@ def cmd_stats(store: DiskStore, args) -> int:
     disabled = config.describe(cache.DISABLE_ENV)
     print("disk layer   " + (f"invalid: {disabled['problem']}" if disabled["problem"]
                              else "on" if stats["disk_cache_enabled"]
-                             else f"off ({cache.DISABLE_ENV}={disabled['text']})"))
+                             else "off ({}={})".format(*config.setter(cache.DISABLE_ENV))))
     _print_table([(var, _describe(var, setting)) for var, setting in stats["settings"].items()])
     return 0
 
@@ -220,14 +220,14 @@ def settings() -> dict:
     """The cache's bounds as this environment sets them (rows of runtime/config.py's table), per
     variable: its text (None when unset), its value (bytes, or executables for the memory's count;
     None: no bound) or the problem with it."""
-    return {var: config.describe(var) for var in CACHE_BOUNDS}
+    return {(config.setter(var) or (var,))[0]: config.describe(var) for var in CACHE_BOUNDS}  # by the name set
 
 
 def _describe(var: str, setting: dict) -> str:
     if setting["problem"]:
         return f"invalid: {setting['problem']}"
     value = setting["value"]
-    shown = ("no bound" if value is None else f"{value} executables" if config.BY_NAME[var].type.name == "count"
+    shown = ("no bound" if value is None else f"{value} executables" if config.ROWS[var].type.name == "count"
              else human_size(value))
     return shown + (" (default)" if setting["text"] is None else "")
 

@@ -15,14 +15,19 @@ executables (an op's output plan, an AOTAutograd graph) use `load_record`/`save_
 Settings (rows of runtime/config.py's table; read when the cache is first used, and again by `reset()`):
 
 TORCH_NEURONX_NEFF_CACHE_DIR             the disk layer's folder (default /tmp/neff_cache)
-TORCH_NEURONX_NEFF_DISABLE_CACHE=1       no disk layer
+TORCH_NEURONX_DISABLE_NEFF_CACHE=1       no disk layer (alias TORCH_NEURONX_NEFF_DISABLE_CACHE)
 TORCH_NEURONX_NEFF_CACHE_MAX_SIZE        bound of the disk layer: bytes, or 500M, 20G (default: none)
-TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES  executables kept in memory (default 2048)
-TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE     their serialized size kept in memory (default 1G)
+NEURON_COMPILATION_CACHE_MAX_ENTRIES     executables kept in memory (default 2048; 0: no bound; alias
+                                         TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES)
+NEURON_COMPILATION_CACHE_MAX_SIZE_MB     their serialized size kept in memory, MiB (default 1024; 0: no
+                                         bound; alias TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE, a size)
+TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT    how long a compile waits on another process's (default 1200 s)
+TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR       the lock files' folder (default: the cache folder's locks/)
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import pickle
 import threading
 import time
@@ -37,10 +42,10 @@ from .keys import Key
 from .store import BadEntry, DiskStore, decode, encode
 
 DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
-DISABLE_ENV = "TORCH_NEURONX_NEFF_DISABLE_CACHE"
+DISABLE_ENV = "TORCH_NEURONX_DISABLE_NEFF_CACHE"  # alias TORCH_NEURONX_NEFF_DISABLE_CACHE
 MAX_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MAX_SIZE"
-MEMORY_ENTRIES_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES"
-MEMORY_SIZE_ENV = "TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE"
+MEMORY_ENTRIES_ENV = "NEURON_COMPILATION_CACHE_MAX_ENTRIES"  # alias TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES
+MEMORY_SIZE_ENV = "NEURON_COMPILATION_CACHE_MAX_SIZE_MB"  # alias TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE
 DEFAULT_DIR = config.default(DIR_ENV)
 DEFAULT_MEMORY_ENTRIES = config.default(MEMORY_ENTRIES_ENV)
 DEFAULT_MEMORY_BYTES = config.default(MEMORY_SIZE_ENV)
@@ -103,7 +108,7 @@ class ExecutableCache:
             return value
         metrics.cache_miss(key.namespace, name)
         metrics.executable_wanted(key.namespace, name, key.value)
-        lock = self.compiling(key) if from_disk is not None else contextlib.nullcontext()
+        lock = self.compiling(key, name) if from_disk is not None else contextlib.nullcontext()
         with lock:
             found = self.load(key, name) if from_disk is not None else None
             if found is not None:
@@ -253,13 +258,16 @@ class ExecutableCache:
             artifacts.record(digest, data)
         return True
 
-    def compiling(self, key: Key):
-        """A context held while compiling `key`: another process compiling the same key waits for it
-        (then finds the entry on disk). Holds nothing without a disk layer."""
+    def compiling(self, key: Key, name: str = ""):
+        """A context held while compiling `key` (`name`): another process compiling the same key waits
+        for it (then finds the entry on disk), at most TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT seconds.
+        Holds nothing without a disk layer."""
         if self.disk is None:
             return contextlib.nullcontext()
         ek = self._entry_key(key)
-        return self.disk.lock(keys.digest(ek)) if ek is not None else contextlib.nullcontext()
+        if ek is None:
+            return contextlib.nullcontext()
+        return self.disk.lock(keys.digest(ek), name, config.settings.neff_cache_lock_timeout)
 
     def import_entry(self, digest: str, data: bytes) -> bool:
         """Store an entry's bytes that came from elsewhere (`torch.compiler.load_cache_artifacts`),
@@ -344,10 +352,11 @@ def executable_cache() -> ExecutableCache:
 
 
 def _make() -> ExecutableCache:
-    memory = MemoryCache(config.settings.neff_cache_memory_entries, config.settings.neff_cache_memory_size)
+    entries, size = config.settings.neff_cache_memory_entries, config.settings.neff_cache_memory_size
+    memory = MemoryCache(math.inf if entries is None else entries, math.inf if size is None else size)
     disk = None
     if disk_enabled():
-        disk = DiskStore(directory(), config.settings.neff_cache_max_size)
+        disk = DiskStore(directory(), config.settings.neff_cache_max_size, config.settings.neff_local_cache_dir)
     return ExecutableCache(memory, disk)
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..ops import value_checks
 from ..ops.protocol import key_bytes
-from ..runtime import config, native_kernels, targets
+from ..runtime import config, executables, native_kernels, targets
 
 FORMAT = 2  # the entry format and the key's own layout: bump when either changes
 
@@ -93,7 +93,8 @@ def environment(platform: str, device_kind: str, versions: tuple | None = None) 
     """Everything but the value key that an entry's key covers, as a value."""
     return (("format", FORMAT),) + (package_versions() if versions is None else versions) + (
         ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()),
-        ("native_kernels", native_kernels.key()), ("value_checks", value_checks.ENABLED), ("target", targets.key()))
+        ("native_kernels", native_kernels.key()), ("value_checks", value_checks.ENABLED), ("target", targets.key()),
+        ("opt_level", executables.opt_level()))
 
 
 def entry_key(environment: tuple, namespace: str, value: tuple) -> bytes:

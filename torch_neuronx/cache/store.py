@@ -39,7 +39,6 @@ MAGIC = b"TNXEXEC\0"
 _HEADER = struct.Struct("<8sIIQd32s32sIIIQ")
 _HITS_OFFSET = 16  # where the hits field lies: after magic, format and reserved
 _TMP_MAX_AGE_S = 3600  # a temporary file this old belongs to a writer that died
-_LOCK_WAIT_S = 600.0  # how long a compile waits for another process compiling the same key
 
 
 class BadEntry(Exception):
@@ -94,9 +93,12 @@ def decode(data: bytes, digest: str | None = None) -> tuple[EntryInfo, bytes]:
 
 
 class DiskStore:
-    def __init__(self, root: str | os.PathLike, max_bytes: int | None = None):
+    def __init__(self, root: str | os.PathLike, max_bytes: int | None = None,
+                 lock_dir: str | os.PathLike | None = None):
         self.top = pathlib.Path(root)
         self.root = self.top / "torch_neuronx" / f"v{FORMAT}"
+        # TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR: lock files on a local disk when the cache folder is shared
+        self.lock_dir = pathlib.Path(lock_dir) if lock_dir else self.root / "locks"
         self.max_bytes = max_bytes
         self.writable = True
         self.write_problem: str | None = None
@@ -197,7 +199,7 @@ class DiskStore:
         warnings.warn(
             f"torch_neuronx: the executable cache cannot write to {self.top} ({why}); this process goes on "
             f"with its in-memory cache only (set TORCH_NEURONX_NEFF_CACHE_DIR to a writable folder, or "
-            f"TORCH_NEURONX_NEFF_DISABLE_CACHE=1)",
+            f"TORCH_NEURONX_DISABLE_NEFF_CACHE=1)",
             RuntimeWarning, stacklevel=3,
         )
 
@@ -274,7 +276,7 @@ class DiskStore:
         n = 0
         for _m, _s, path in self._scan():
             n += self.remove(path)
-        locks = self.root / "locks"
+        locks = self.lock_dir
         if locks.is_dir():
             for p in locks.glob("*.lock"):
                 self.remove(p)
@@ -283,26 +285,30 @@ class DiskStore:
     # ---- one compile per key across processes
 
     @contextlib.contextmanager
-    def lock(self, digest: str):
-        """Held while this process compiles `digest`, so that other processes compiling the same key
-        wait and then load its entry. Waits at most _LOCK_WAIT_S (then compiles anyway), and holds
-        nothing when the folder is not writable. A process that dies releases its lock."""
+    def lock(self, digest: str, name: str = "", timeout: float = 1200.0):
+        """Held while this process compiles `digest` (`name`), so that other processes compiling the
+        same key wait and then load its entry. Waits at most `timeout` seconds
+        (TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT), then warns and compiles anyway; holds nothing when the
+        lock folder is not writable. A process that dies releases its lock."""
         fd = None
         if self.writable:
             try:
-                folder = self.root / "locks"
-                folder.mkdir(parents=True, exist_ok=True)
-                fd = os.open(folder / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+                self.lock_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.lock_dir / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o666)
             except OSError:
                 fd = None
         if fd is not None:
-            deadline = time.monotonic() + _LOCK_WAIT_S
+            deadline = time.monotonic() + timeout
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
+                        warnings.warn(
+                            f"torch_neuronx: waited {timeout:g} s for another process compiling {name or digest[:16]} "
+                            f"(lock {self.lock_dir / digest[:16]}...); compiling it here too "
+                            f"(TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT)", RuntimeWarning, stacklevel=4)
                         break
                     time.sleep(0.02)
                 except OSError:

@@ -38,7 +38,7 @@ from ..ops.protocol import (NUMBER_TYPES, ArgKind, FreshOutput, Plan, Return, Re
 from ..ops.specs import OpSpec, spec_for
 from ..runtime import devices, executables, fidelity, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax
-from . import fusion, host_draws
+from . import fallback, fusion, host_draws
 
 _Tensor = torch.Tensor
 _tensor_info = storage.tensor_info
@@ -237,21 +237,25 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             raise
         return host_draws.run(spec, args, kwargs, gen)  # CPU tensors, a neuron generator's numbers
     entry = executable_cache().get(key)
-    if entry is None:
-        entry = _acquire(spec, args, kwargs, call, buffers, key)
-        if entry is None:  # out= tensors were resized: describe the call again
-            return run(spec, args, kwargs)
-    _executed[spec.name] += 1
-    if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
-        if entry.jaxpr is None:  # compiled before fusion was on, or loaded from disk
-            if not _trace_into(spec, args, kwargs, call, buffers, entry, key):
+    try:
+        if entry is None:
+            entry = _acquire(spec, args, kwargs, call, buffers, key)
+            if entry is None:  # out= tensors were resized: describe the call again
                 return run(spec, args, kwargs)
-        return _enqueue(spec, args, kwargs, call, entry)
-    if _has_queued():  # an op on its own: what is queued runs first
-        storage.flush_queued(f"unfused op {spec.name}")
-        buffers = _buffers_of(call.keys)
-    if entry.fn is None:
-        entry.fn = _compile_entry(spec, entry, call, buffers)
+        if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
+            if entry.jaxpr is None:  # compiled before fusion was on, or loaded from disk
+                if not _trace_into(spec, args, kwargs, call, buffers, entry, key):
+                    return run(spec, args, kwargs)
+            _executed[spec.name] += 1
+            return _enqueue(spec, args, kwargs, call, entry)
+        if _has_queued():  # an op on its own: what is queued runs first
+            storage.flush_queued(f"unfused op {spec.name}")
+            buffers = _buffers_of(call.keys)
+        if entry.fn is None:
+            entry.fn = _compile_entry(spec, entry, call, buffers)
+    except LoweringFailed as e:  # TorchNeuron's recovery: the CPU runs it, unless told not to
+        return fallback.recover(spec.op, args, kwargs, e)
+    _executed[spec.name] += 1
     inputs = [b for b in buffers if b is not None]
     device = call.device
     _add_scalar_inputs(call, inputs)
@@ -680,11 +684,19 @@ def _compile_entry(spec: OpSpec, entry: Entry, call: _Call, buffers, donate: boo
         raise _lowering_error(spec, call, e) from e
 
 
+class LoweringFailed(NotImplementedError):
+    """An op's lowering or its XLA compile failed for these inputs (not PyTorch's own argument check)."""
+
+
+class DtypeNotLowered(LoweringFailed, TypeError):
+    """An op's lowering has no form for an input's dtype."""
+
+
 def _lowering_error(spec: OpSpec, call: _Call, e: Exception) -> Exception:
     if isinstance(e, UnsupportedDtype):
-        return TypeError(f"neuron: {spec.name}: {e}")
+        return DtypeNotLowered(f"neuron: {spec.name}: {e}")
     shapes = ", ".join(_describe_tensor(t) for t in call.tensors)
-    return NotImplementedError(
+    return LoweringFailed(
         f"neuron: {spec.name} could not be lowered for inputs ({shapes}): {type(e).__name__}: {e}")
 
 

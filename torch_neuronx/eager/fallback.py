@@ -3,6 +3,10 @@
 The CPU fallback copies the inputs to the host, runs the op there and copies results (and written
 arguments) back; it is counted (`metrics`), warned about once per op, or refused: with
 TORCH_NEURONX_CPU_FALLBACK=error, `check_cpu_fallback` raises instead (compiled graphs ask it too).
+
+TorchNeuron's recovery (`recover`): an op that has a lowering but whose lowering or compile failed for
+these inputs runs on the CPU too, warned once per op, unless
+TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 (or TORCH_NEURONX_CPU_FALLBACK=error) says to raise.
 """
 from __future__ import annotations
 
@@ -80,10 +84,34 @@ def check_cpu_fallback(name: str, graph: str | None = None, node: str | None = N
         )
 
 
+RECOVERY_ENV = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
+_recovered: set[str] = set()
+
+
+def recover(op, args, kwargs, error: Exception):
+    """Op `op` has a lowering, and it (or XLA's compile of it) failed for these inputs with `error`:
+    run it on the CPU (TorchNeuron's default, warned once per op), or raise `error` when
+    TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 or TORCH_NEURONX_CPU_FALLBACK=error."""
+    if config.settings.fallback_only_for_unimplemented_ops or config.settings.cpu_fallback == "error":
+        raise error
+    name = str(op)
+    if config.settings.cpu_fallback != "silent" and name not in _recovered:
+        _recovered.add(name)
+        warnings.warn(f"{error}. It runs on the CPU instead; set {RECOVERY_ENV}=1 to raise instead.",
+                      stacklevel=4)
+    metrics.fell_back(name)
+    return _on_cpu(op, args, kwargs)
+
+
 def cpu_fallback(op, args, kwargs):
     name = str(op)
     check_cpu_fallback(name)
     metrics.fell_back(name)
+    return _on_cpu(op, args, kwargs)
+
+
+def _on_cpu(op, args, kwargs):
+    """Run `op` on CPU copies of its neuron tensors; written arguments and results come back."""
     device = _neuron_device(args, kwargs)
 
     def to_cpu(v):

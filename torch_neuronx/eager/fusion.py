@@ -15,9 +15,11 @@ A run's key is a `cache.Key` in namespace "run": per op, its value key and which
 each of its slots is (numbered in order of first use), then the storages that come out. The
 executable is got like any other (`ExecutableCache.acquire`: memory, then disk, else compiled).
 
-Off with TORCH_NEURONX_EAGER_FUSION=0, under TORCH_NEURONX_TARGET_CHECK=compare (each op runs beside its
-exact program), or while `torch.use_deterministic_algorithms(True)` is set (then every op is its own
-launch, as before); TORCH_NEURONX_EAGER_FUSION_MAX_OPS bounds a run.
+Off with TORCH_NEURONX_ENABLE_CONCATENATION=0 (TorchNeuron's name; alias TORCH_NEURONX_EAGER_FUSION=0),
+under NEURON_LAUNCH_BLOCKING=1 (each op runs to completion at its call), under
+TORCH_NEURONX_TARGET_CHECK=compare (each op runs beside its exact program), or while
+`torch.use_deterministic_algorithms(True)` is set (then every op is its own launch);
+TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT (alias TORCH_NEURONX_EAGER_FUSION_MAX_OPS) bounds a run.
 """
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ from ..ops.protocol import Plan
 from ..runtime import config, devices, executables, storage, streams
 from ..runtime.lazy_jax import jax
 
-ENV = "TORCH_NEURONX_EAGER_FUSION"
-MAX_OPS_ENV = "TORCH_NEURONX_EAGER_FUSION_MAX_OPS"
+ENV = "TORCH_NEURONX_ENABLE_CONCATENATION"  # TorchNeuron's name; TORCH_NEURONX_EAGER_FUSION is its alias
+MAX_OPS_ENV = "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT"  # alias TORCH_NEURONX_EAGER_FUSION_MAX_OPS
 DEFAULT_MAX_OPS = config.default(MAX_OPS_ENV)
 SMALL_RUN = 32  # runs of at most this many ops compile with XLA's quick options (executables.compile_lowered)
 
@@ -48,8 +50,10 @@ RUN = "run"  # the cache namespace of fused runs' executables
 
 
 def _read_settings():
-    # TORCH_NEURONX_TARGET_CHECK=compare runs each op's exact program beside it: one launch per op
-    return (config.settings.eager_fusion and not _comparing()), config.settings.eager_fusion_max_ops
+    # TORCH_NEURONX_TARGET_CHECK=compare runs each op's exact program beside it, and NEURON_LAUNCH_BLOCKING
+    # runs each op to completion at its call: one launch per op
+    on = config.settings.eager_fusion and not _comparing() and not config.settings.launch_blocking
+    return on, config.settings.eager_fusion_max_ops
 
 
 def _comparing() -> bool:
@@ -93,7 +97,7 @@ def setting(on: bool):
     flush("settings")
     with _lock:
         _overrides += 1
-    before, _local.on = _local.on, on and not _comparing()
+    before, _local.on = _local.on, on and not _comparing() and not config.settings.launch_blocking
     try:
         yield
     finally:

@@ -129,6 +129,47 @@ def parse_assignments(text: str, var: str) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
+def parse_bound(text: str, var: str, unit: str = "executables", scale: int = 1) -> int | None:
+    """TorchNeuron's bounds: a whole number of `unit` (times `scale`), 0 meaning no bound (None)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{var}={text!r}: expected a whole number of {unit} (0: no bound)")
+    return value * scale or None
+
+
+def parse_seconds(text: str, var: str) -> float:
+    """A duration in seconds above zero ('1200', '0.5')."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise ValueError(f"{var}={text!r}: expected a number of seconds above zero")
+    return value
+
+
+def parse_opt_level(text: str, var: str) -> int:
+    """neuronx-cc's optimization level as TorchNeuron spells it: -O0..-O3 (also O2 or 2)."""
+    word = text.strip().upper().removeprefix("-").removeprefix("O")
+    if word not in ("0", "1", "2", "3"):
+        raise ValueError(f"{var}={text!r}: expected an optimization level -O0, -O1, -O2 or -O3")
+    return int(word)
+
+
+def parse_count_or_zero(text: str, var: str) -> int:
+    """A whole number, 0 allowed."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{var}={text!r}: expected a whole number of ops")
+    return value
+
+
 def parse_text(text: str, var: str) -> str:
     return text
 
@@ -159,6 +200,15 @@ WORDS = Type("words", parse_words)
 ASSIGNMENTS = Type("name=number list", parse_assignments)
 
 
+SECONDS = Type("seconds", parse_seconds)
+OPT_LEVEL = Type("opt level", parse_opt_level)
+COUNT_OR_ZERO = Type("count", parse_count_or_zero)
+
+
+def BOUND(unit: str, scale: int = 1) -> Type:
+    return Type("count" if scale == 1 else "size", functools.partial(parse_bound, unit=unit, scale=scale))
+
+
 def COUNT(unit: str) -> Type:
     return Type("count", functools.partial(parse_count, unit=unit))
 
@@ -172,14 +222,24 @@ def CHOICE(words: dict[str, str], expected: str) -> Type:
 USER, LAUNCHER, XLA = "user", "launcher", "xla"
 
 
+class Alias(NamedTuple):
+    """Another spelling of a setting, parsed its own way (TorchNeuron's MB count beside our size)."""
+    name: str
+    type: Type
+
+
 class Setting(NamedTuple):
     name: str  # the variable
     attr: str  # config.settings.<attr>
     type: Type
     default: object  # the value when unset or empty
     doc: str
-    aliases: tuple[str, ...] = ()  # other names for the same setting, read when `name` is unset
+    # other spellings of the same setting (a name, or an Alias with its own parser), read in order after
+    # `name`: the first one set wins, and spellings that disagree are warned about once
+    aliases: tuple = ()
     source: str = USER  # USER: the package's; LAUNCHER: set by torchrun; XLA: XLA's own
+    # why a TorchNeuron setting changes nothing here (off Trainium); set, it is announced once
+    inert: str = ""
 
 
 DEFAULT_CPU_CORES = 2
@@ -227,35 +287,73 @@ SETTINGS: tuple[Setting, ...] = (
             "time each launch and print the per-executable estimate on the target (trn2 when none is set) "
             "at exit (`torch-neuronx estimate -- python script.py` sets it)"),
     # eager mode
-    Setting("TORCH_NEURONX_EAGER_FUSION", "eager_fusion", FLAG, True,
-            "queue eager ops and run each queue as one executable (0: one launch per op)"),
-    Setting("TORCH_NEURONX_EAGER_FUSION_MAX_OPS", "eager_fusion_max_ops", COUNT("ops"), 1024,
-            "the most ops a fused run holds"),
+    Setting("NEURON_LAUNCH_BLOCKING", "launch_blocking", FLAG, False,
+            "1: every eager op and graph runs to completion at its own call (no fused runs), so an op's "
+            "error is raised by the call that caused it (for debugging; slower)"),
+    Setting("TORCH_NEURONX_ENABLE_CONCATENATION", "eager_fusion", FLAG, True,
+            "Adaptive Eager: queue eager ops and run each queue as one executable (0: one launch per op)",
+            aliases=("TORCH_NEURONX_EAGER_FUSION",)),
+    Setting("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", "eager_fusion_max_ops", COUNT("ops"), 1024,
+            "the most ops a fused run holds", aliases=("TORCH_NEURONX_EAGER_FUSION_MAX_OPS",)),
+    Setting("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", "concatenation_queue_low_threshold", COUNT_OR_ZERO,
+            15, "TorchNeuron: flush the queued ops early once the device has at most this many executions "
+            "pending",
+            inert="here the device runs on the host's cores, so flushing early to keep it busy gains nothing: "
+                  "a run is cut only where docs/torchneuron.md says"),
     Setting("TORCH_NEURONX_CPU_FALLBACK", "cpu_fallback",
             CHOICE({"warn": "warn", "error": "error", "silent": "silent"}, "warn, error or silent"), "warn",
             "an op with no neuron lowering runs on the CPU with a warning once per op (warn), silently "
             "(silent), or raises (error)"),
+    Setting("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "fallback_only_for_unimplemented_ops", FLAG,
+            False, "0: an eager op whose lowering or compile fails runs on the CPU instead (warned once per op); "
+            "1: only ops with no lowering do, a failed compile raises"),
+    Setting("TORCH_NEURONX_ENABLE_NKI_SDPA", "enable_nki_sdpa", FLAG, True,
+            "TorchNeuron: scaled_dot_product_attention by its NKI flash-attention kernel",
+            inert="attention is always the fused lowering here (no NKI kernels off Trainium: torch's flash "
+                  "kernel or ours inside the executable on the CPU)"),
     Setting("TORCH_NEURONX_VALUE_CHECKS", "value_checks", FLAG, True,
             "check values inside executables (out-of-range indices); 0 only to measure their cost: XLA then "
             "clamps silently"),
+    # compiling
+    Setting("NEURON_COMPILER_OPT_LEVEL", "compiler_opt_level", OPT_LEVEL, 1,
+            "how hard XLA optimizes: -O0 (fastest compile, slow code), -O1 (XLA's defaults; small programs with "
+            "its quick CPU options), -O2 (every program with XLA's full options), -O3 (-O2 and XLA's "
+            "highest run-time effort); part of every executable's key"),
+    Setting("NEURON_CC_FLAGS", "neuron_cc_flags", WORDS, (),
+            "neuronx-cc's options: an optimization level in them (-O2, --optlevel 2, --optlevel=2) is "
+            "honoured when NEURON_COMPILER_OPT_LEVEL is unset",
+            inert="neuronx-cc's other options have no XLA counterpart"),
     # compiled mode
     Setting("TORCH_NEURONX_CPU_INPUTS", "cpu_inputs", CHOICE({"copy": "copy", "error": "error"}, "copy or error"),
             "copy", "a compiled graph's CPU input is copied to the device (copy) or refused (error)"),
+    Setting("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "disable_fallback_execution", FLAG, True,
+            "1: a torch.compile graph that fails to compile raises; 0: it warns and runs the graph eagerly "
+            "(torch.compile's options={'fallback_execution': ...} wins over this)"),
     Setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "preserve_compilation_artifacts", FLAG, False,
-            "write each compiled graph's FX code and StableHLO text to TORCH_NEURONX_DEBUG_DIR"),
-    Setting("TORCH_NEURONX_DEBUG_DIR", "debug_dir", PATH, "./neuron_debug",
+            "write each compiled graph's FX code, StableHLO text and serialized executable to "
+            "TORCH_NEURONX_DEBUG_DIR"),
+    Setting("TORCH_NEURONX_DEBUG_DIR", "debug_dir", PATH, "/tmp/neuron_backend",
             "the folder for compilation artifacts (relative: to the working directory when written)"),
     # the executable cache
     Setting("TORCH_NEURONX_NEFF_CACHE_DIR", "neff_cache_dir", PATH, "/tmp/neff_cache",
             "the executable cache's folder"),
-    Setting("TORCH_NEURONX_NEFF_DISABLE_CACHE", "neff_disable_cache", FLAG, False,
-            "1: no disk layer (executables are kept in memory only)"),
+    Setting("TORCH_NEURONX_DISABLE_NEFF_CACHE", "neff_disable_cache", FLAG, False,
+            "1: no disk layer (executables are kept in memory only)",
+            aliases=("TORCH_NEURONX_NEFF_DISABLE_CACHE",)),
     Setting("TORCH_NEURONX_NEFF_CACHE_MAX_SIZE", "neff_cache_max_size", SIZE, None,
             "bound of the cache's folder (least recently used out first; default: none)"),
-    Setting("TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES", "neff_cache_memory_entries", COUNT("executables"), 2048,
-            "executables kept in memory"),
-    Setting("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", "neff_cache_memory_size", SIZE, 1 << 30,
-            "the serialized size of the executables kept in memory"),
+    Setting("NEURON_COMPILATION_CACHE_MAX_ENTRIES", "neff_cache_memory_entries", BOUND("executables"), 2048,
+            "executables kept in memory (0: no bound)",
+            aliases=(Alias("TORCH_NEURONX_NEFF_CACHE_MEMORY_ENTRIES", COUNT("executables")),)),
+    Setting("NEURON_COMPILATION_CACHE_MAX_SIZE_MB", "neff_cache_memory_size", BOUND("MiB", 1 << 20), 1 << 30,
+            "the serialized size of the executables kept in memory, in MiB (0: no bound)",
+            aliases=(Alias("TORCH_NEURONX_NEFF_CACHE_MEMORY_SIZE", SIZE),)),
+    Setting("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", "neff_cache_lock_timeout", SECONDS, 1200.0,
+            "seconds a compile waits for another process compiling the same executable, then compiles it "
+            "itself (warned)"),
+    Setting("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "neff_local_cache_dir", PATH, None,
+            "the folder of the compile lock files (a local disk when the cache's folder is shared; default: "
+            "the cache folder's locks/)"),
     # distributed
     Setting("TORCH_NEURONX_DIST_CHECKS", "dist_checks", FLAG, True,
             "check that every rank calls the same collective on the same shapes and dtypes (one small "
@@ -274,6 +372,17 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 assert len(BY_NAME) == len(SETTINGS) and len({s.attr for s in SETTINGS}) == len(SETTINGS)
 
+
+def spellings(setting: Setting) -> tuple[Alias, ...]:
+    """Every name of `setting` with its parser, in the order they are read (the first set one wins)."""
+    return (Alias(setting.name, setting.type),) + tuple(
+        a if isinstance(a, Alias) else Alias(a, setting.type) for a in setting.aliases)
+
+
+# any spelling -> its row
+ROWS: dict[str, Setting] = {a.name: s for s in SETTINGS for a in spellings(s)}
+assert len(ROWS) == sum(len(spellings(s)) for s in SETTINGS)
+
 # ---- reading
 
 # os.environ keeps the process's variables in a dict by encoded name (bytes on POSIX): a lookup there
@@ -288,18 +397,28 @@ _NOT_READ = object()
 
 
 def _value_of(setting: Setting, raws) -> object:
-    for name, raw in zip((setting.name,) + setting.aliases, raws):
+    found = []
+    for spelling, raw in zip(spellings(setting), raws):
         if raw is not None:
             text = _DECODE(raw).strip()
             if text:
-                return setting.type.parse(text, name)
-    return setting.default
+                found.append((spelling.name, text, spelling.type.parse(text, spelling.name)))
+    if not found:
+        return setting.default
+    differ = [f for f in found[1:] if f[2] != found[0][2]]
+    if differ:  # read again only when a text changes: once per disagreement
+        import warnings
+
+        warnings.warn(
+            f"{found[0][0]}={found[0][1]!r} and " + " and ".join(f"{n}={t!r}" for n, t, _v in differ)
+            + f" set the same setting differently; {found[0][0]} wins", RuntimeWarning, stacklevel=4)
+    return found[0][2]
 
 
 def _reader(setting: Setting) -> Callable[..., object]:
     """A function reading `setting`: parsed again only when the variables' raw text changed."""
     get = _RAW.get
-    keys = tuple(_KEY(name) for name in (setting.name,) + setting.aliases)
+    keys = tuple(_KEY(a.name) for a in spellings(setting))
     last = (_NOT_READ, None)  # (raw text, value): replaced whole, so a racing thread sees one pair
 
     if len(keys) == 1:
@@ -331,6 +450,7 @@ def _reader(setting: Setting) -> Callable[..., object]:
 
 
 _READERS: dict[str, Callable[..., object]] = {s.name: _reader(s) for s in SETTINGS}
+_READERS.update({name: _READERS[row.name] for name, row in ROWS.items()})
 
 
 class Settings:
@@ -355,17 +475,80 @@ def value(name: str) -> object:
 
 
 def default(name: str) -> object:
-    return BY_NAME[name].default
+    return ROWS[name].default
 
 
 def text(name: str) -> str | None:
-    """The text that sets `name` (the first of its names that is set and not blank), or None."""
-    setting = BY_NAME[name]
-    for var in (setting.name,) + setting.aliases:
-        raw = _RAW.get(_KEY(var))
+    """The text that sets `name`'s setting (the first of its names that is set and not blank), or None."""
+    named = setter(name)
+    return None if named is None else named[1]
+
+
+def setter(name: str) -> tuple[str, str] | None:
+    """(the variable, its text) that sets `name`'s setting now: the first of its names set and not
+    blank; None when none is."""
+    for spelling in spellings(ROWS[name]):
+        raw = _RAW.get(_KEY(spelling.name))
         if raw is not None and _DECODE(raw).strip():
-            return _DECODE(raw)
+            return spelling.name, _DECODE(raw)
     return None
+
+
+_announced: set[str] = set()
+
+
+def announce_inert() -> None:
+    """Warn once per variable about each TorchNeuron setting that is set but means nothing off
+    Trainium (its row's `inert`), and about the options in NEURON_CC_FLAGS other than the
+    optimization level. Called at autoload and when the platform starts."""
+    import warnings
+
+    for setting in SETTINGS:
+        if not setting.inert or setting.name in _announced or text(setting.name) is None:
+            continue
+        if setting.name == "NEURON_CC_FLAGS":
+            ignored = cc_flags_ignored()
+            if not ignored:
+                continue
+            what = f"NEURON_CC_FLAGS options {' '.join(ignored)} are ignored: {setting.inert}"
+        else:
+            what = f"{setting.name}={text(setting.name).strip()!r} has no effect here: {setting.inert}"
+        _announced.add(setting.name)
+        warnings.warn(f"torch_neuronx: {what} (docs/torchneuron.md)", RuntimeWarning, stacklevel=2)
+
+
+def _cc_opt_level(words: tuple[str, ...]) -> tuple[int | None, list[str]]:
+    """The optimization level in neuronx-cc's options (-O2, --optlevel 2, --optlevel=2, -O 2), and the
+    options left."""
+    level, rest, i = None, [], 0
+    while i < len(words):
+        word = words[i]
+        spelled = None
+        if word in ("-O", "--optlevel") and i + 1 < len(words):
+            spelled, i = words[i + 1], i + 1
+        elif word.startswith("--optlevel="):
+            spelled = word.split("=", 1)[1]
+        elif word.startswith("-O") and len(word) > 2:
+            spelled = word[2:]
+        if spelled is not None:
+            level = parse_opt_level(spelled, "NEURON_CC_FLAGS")
+        else:
+            rest.append(word)
+        i += 1
+    return level, rest
+
+
+def cc_flags_ignored() -> list[str]:
+    return _cc_opt_level(settings.neuron_cc_flags)[1]
+
+
+def compiler_opt_level() -> int:
+    """XLA's optimization level as TorchNeuron sets neuronx-cc's: NEURON_COMPILER_OPT_LEVEL, else an
+    -O option in NEURON_CC_FLAGS, else -O1."""
+    if text("NEURON_COMPILER_OPT_LEVEL") is not None:
+        return settings.compiler_opt_level
+    level = _cc_opt_level(settings.neuron_cc_flags)[0]
+    return settings.compiler_opt_level if level is None else level
 
 
 def describe(name: str) -> dict:

@@ -10,6 +10,7 @@ every neuron:i of a process and every torchrun rank. Loading skips tracing, lowe
 """
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import time
@@ -24,22 +25,48 @@ FORMAT = 2  # bump when what `serialize` writes changes
 # XLA's CPU backend compiles a small program about twice as fast without its fusion emitters, and
 # runs it as fast (measured: add 26 -> 11 ms, softmax 48 -> 28 ms; a 4M-element chain 4.7 vs 5.0 ms)
 _QUICK_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+# NEURON_COMPILER_OPT_LEVEL -> XLA's options beyond a level's defaults (-O1: XLA's defaults, and the quick
+# options above for small programs on the CPU)
+_LEVEL_OPTIONS = {
+    0: {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True},
+    1: {},
+    2: {},
+    3: {"exec_time_optimization_effort": 1.0},
+}
+
+
+@functools.cache
+def opt_level() -> int:
+    """The optimization level of this process's compiles (NEURON_COMPILER_OPT_LEVEL, or an -O in
+    NEURON_CC_FLAGS; default 1), read at the first compile: executables in memory and every key's
+    environment (cache/keys.py) were made with it."""
+    return config.compiler_opt_level()
+
+
+def compile_options(small: bool) -> dict:
+    """XLA's compile options for a program at this process's level; `small`: one eager op or a short
+    fused run."""
+    level = opt_level()
+    options = dict(_LEVEL_OPTIONS[level])
+    if small and level <= 1 and config.platform() == "cpu":
+        options.update(_QUICK_CPU_OPTIONS)
+    return options
 
 
 def compile_lowered(lowered, small: bool):
-    """`lowered.compile()`; a `small` program (one eager op, a short fused run) with the CPU
-    backend's quick options where the platform is the CPU and this jaxlib knows them."""
+    """`lowered.compile()` with `compile_options(small)` (what this jaxlib does not know: its default)."""
+    options = compile_options(small)
     compiled = None
-    if small and config.platform() == "cpu":
+    if options:
         try:
-            compiled = lowered.compile(compiler_options=_QUICK_CPU_OPTIONS)
-        except Exception as e:  # a jaxlib without the option: its default
+            compiled = lowered.compile(compiler_options=options)
+        except Exception as e:  # a jaxlib without an option: its default
             if "compile option" not in str(e):
                 raise
     if compiled is None:
         compiled = lowered.compile()
-        if not small:
-            _release_compile_memory()
+    if not small:
+        _release_compile_memory()
     compiled._neuron_cost = costs.analyze(compiled)
     return compiled
 
@@ -142,7 +169,8 @@ def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError
     """`fn(*inputs)` on neuron:device, for every launch (an eager op, a fused run, a graph): its
     workspace counted first (`note_workspace`), timed in a device profile as `record` (a (kind, name)
     pair of `profiling`), and a failure raised as PyTorch names it: torch.OutOfMemoryError, or
-    `failure` ("<what>: the executable failed: ...")."""
+    `failure` ("<what>: the executable failed: ..."). Under NEURON_LAUNCH_BLOCKING=1 it returns once
+    the outputs are computed."""
     try:
         note_workspace(fn, device)
         cost = getattr(fn, "_neuron_cost", None)
@@ -156,6 +184,8 @@ def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError
             return outs
         else:
             outs = fn(*inputs)
+        if config.settings.launch_blocking:  # NEURON_LAUNCH_BLOCKING: its failure raised here, by its call
+            jax.block_until_ready(outs)
         if cost is not None:
             costs.launched(cost, what, None)
         return outs

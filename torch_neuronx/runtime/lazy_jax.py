@@ -34,6 +34,7 @@ def load():
         # NEURON_RT_NUM_CORES decides how many CPU devices XLA makes (replacing any inherited flag,
         # e.g. from a parent process that set its own count). XLA_FLAGS is XLA's own variable, which
         # XLA reads when jax starts its backend: read through config like every other, written here.
+        config.announce_inert()  # (again: a script may set them after `import torch`)
         flags = [f for f in config.settings.xla_flags if "xla_force_host_platform_device_count" not in f]
         flags.append(f"--xla_force_host_platform_device_count={config.host_device_count()}")
         if config.platform() == "cpu" and not any(f.startswith(f"--{_CPU_SCHEDULER}=") for f in flags):
