@@ -10,7 +10,8 @@ float32 one), and neuron measures ~8e-3 from the CPU's bfloat16 image (eager, co
 parallel alike; see test_pipeline.py for where that comes from).
 
 eager.py runs without --model: it builds the tiny FLUX.2-klein itself (page_args.tiny_model_folder,
-under TMPDIR, which the test points at its own folder), as a user's first run does."""
+under TMPDIR, which the test points at its own folder), as a user's first run does. custom_kernel.py (FLUX.2's
+q/k RMSNorm as a jax kernel) runs at a small size and checks itself against the CPU."""
 import os
 import pathlib
 import sys
@@ -118,3 +119,16 @@ def test_the_demo_reports_each_mode_and_matches_cpu(tmpdir_env):
         assert f"\n  {mode} " in report
     assert "fallback ops: none" in report and png.is_file()
     assert "eager, first call: 100%" in proc.stderr  # the denoising steps' progress bar
+
+
+def test_the_custom_kernel_example_matches_cpu_and_prints_its_table(tmp_path):
+    """examples/custom_kernel.py at a small size: FLUX.2's q/k RMSNorm as a jax kernel (nki_op), checked
+    against the CPU by the script itself (exit 1 on a mismatch or a fallback), then its timing table."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = run_example([str(EXAMPLES / "custom_kernel.py"), "--tokens", "64", "--heads", "2", "--repeat", "2"],
+                       env, tmp_path)
+    out = proc.stdout
+    assert "RESULT: the custom kernel matches the CPU" in out and "fallback ops: none" in out
+    table = out[out.index("FLUX.2 q/k RMSNorm, bfloat16, query and key [1, 64, 2, 128]"):]
+    for mode in ("eager", "compiled"):
+        assert f"\n{mode} " in table

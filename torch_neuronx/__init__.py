@@ -21,7 +21,8 @@ import torch  # noqa: E402
 from . import device as _device_module
 from .metrics import clear_op_tracking, get_executed_ops, get_fallback_ops
 
-__all__ = ["get_fallback_ops", "get_executed_ops", "clear_op_tracking", "metrics", "is_registered"]
+__all__ = ["get_fallback_ops", "get_executed_ops", "clear_op_tracking", "metrics", "is_registered", "nki_op",
+           "register_jax_kernel"]
 
 _registered = False
 
@@ -38,6 +39,7 @@ def _register() -> None:
         from . import _C  # the C++ shim: allocator, views, guard, hooks, generators
         from .runtime import config, devices, profiling, streams
 
+        config.announce_inert()  # TorchNeuron settings that are set but mean nothing off Trainium
         _C._set_runtime_hooks(streams)  # what the guard asks about streams, events, synchronize
         profiling.register()  # torch.profiler's ProfilerActivity.PrivateUse1 (runtime/profiling.py)
         if config.platform() == "cpu":
@@ -90,3 +92,4 @@ def is_registered() -> bool:
 _register()
 
 from . import metrics  # noqa: E402
+from .custom_ops import nki_op, register_jax_kernel  # noqa: E402  (custom kernels: docs/custom_kernels.md)

@@ -43,6 +43,10 @@ aten = torch.ops.aten
 CPU_INPUTS_ENV = "TORCH_NEURONX_CPU_INPUTS"  # "copy" (default) or "error"
 
 _TOKEN = object()  # an effect token (AOTAutograd orders side-effecting ops with them)
+# AOTAutograd's functional form of a mutating custom op: auto_functionalized(op, **arguments) gives
+# (its results, the new value of each mutated argument); the v2 form writes bases that the mutated
+# arguments view (`_all_bases`, each argument's `_<name>_base_index` and how it views its base)
+_AUTO_FUNCTIONALIZED = (torch.ops.higher_order.auto_functionalized, torch.ops.higher_order.auto_functionalized_v2)
 GRAPH = "graph"  # the cache namespace of graph executables: the value is the structure digest, then the input signature
 GRAPH_EXACT = "graph_exact"  # TORCH_NEURONX_TARGET_CHECK=compare: a graph's program with the target's policy off
 
@@ -337,7 +341,7 @@ class GraphProgram:
         if not exact:
             metrics.graph_compiled(self.name, self.kind, len(self.nodes), seconds, traced - start, reason,
                                    tracer.fallbacks)
-            debug_dumps.save(self.name, len(self.signatures), self.gm, lowered)
+            debug_dumps.save(self.name, len(self.signatures), self.gm, lowered, fn)
         return exe
 
 
@@ -377,7 +381,19 @@ def structure_digest(gm) -> str | None:
         for v in _vals(node.meta.get("val")):
             if isinstance(v, torch.Tensor):
                 h.update(f"{node.name}:{v.dtype}{tuple(v.shape)}{tuple(v.stride())}{v.device.type};".encode())
+        digest = _kernel_digest(node)
+        if digest is not None:  # a user's custom kernel: its code is not in the package's sources
+            h.update(f"{node.name}:kernel {digest};".encode())
     return h.hexdigest()
+
+
+def _kernel_digest(node) -> str | None:
+    """The digest of the custom kernel (`ops.custom`) a node runs, directly or auto-functionalized."""
+    if node.op != "call_function":
+        return None
+    op = node.args[0] if node.target in _AUTO_FUNCTIONALIZED else node.target
+    lowering = LOWERINGS.get(op) if isinstance(op, torch._ops.OpOverload) else None
+    return None if lowering is None else lowering.digest
 
 
 def _describe_sig(sig) -> str:
@@ -531,6 +547,8 @@ class _Tracer:
             return args[0][args[1]]
         if target is torch.ops.higher_order.with_effects:
             return self._with_effects(node, args[1], args[2:], kwargs)
+        if target in _AUTO_FUNCTIONALIZED:
+            return self._auto_functionalized(node, args[0], kwargs, key)
         if target in _PY_OPS:
             return target(*args)
         if not isinstance(target, torch._ops.OpOverload):
@@ -586,6 +604,41 @@ class _Tracer:
         out = self._call(node, op, list(args), dict(kwargs), None, tuple(val) if len(val) != 1 else val[0])
         return (_TOKEN, *(out if isinstance(out, (tuple, list)) else (out,)))
 
+    def _auto_functionalized(self, node, op, kwargs, key):
+        """A mutating op, functionalized: its lowering on the arguments (v2: each mutated argument read
+        from its base as it views it), then (its results, the new value of each mutated argument (v1) or
+        of each base (v2)), as the HOP returns them."""
+        lowering = LOWERINGS.get(op)
+        if lowering is None:
+            raise NEFFCompilationError(
+                f"graph {self.program.name}: node '{node.name}' mutates its arguments through {op}, which has no "
+                f"lowering: give it a jax kernel (torch_neuronx.register_jax_kernel)")
+        schema = op._schema
+        mutated = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        kwargs = dict(kwargs)
+        kwargs.pop("_only_clone_these_tensors", None)
+        bases = views = None
+        if node.target is torch.ops.higher_order.auto_functionalized_v2:
+            bases = list(kwargs.pop("_all_bases"))
+            fakes = [n.meta["val"] for n in node.kwargs["_all_bases"]]
+            views = {name: _BaseView.pop_from(kwargs, name, fakes) for name in mutated}
+            for name, view in views.items():
+                kwargs[name] = None if view is None else view.read(bases)
+        arguments = {a.name: kwargs[a.name] for a in schema.arguments if a.name in kwargs}
+        outs = call_lowering(spec_for(op), [], arguments, key)
+        n_returns = len(schema.returns)
+        val = _vals(node.meta.get("val"))
+        results = [_cast_one(r, v) for r, v in zip(outs[:n_returns], val)]
+        head = results if n_returns > 1 else [results[0] if results else None]
+        new_values = list(outs[n_returns:])
+        if bases is None:
+            return (*head, *(None if v is None else _cast_one(v, f) for v, f in zip(new_values, val[len(head):])))
+        for name, value in zip(mutated, new_values):
+            view = views[name]
+            if view is not None and value is not None:
+                bases[view.index] = view.write(bases, value)
+        return (*head, *(_cast_one(b, f) for b, f in zip(bases, val[len(head):])))
+
     def _host_call(self, node, op, args, kwargs, val):
         """An op with no lowering: run it on the host's CPU from inside the executable."""
         name = str(op)
@@ -621,6 +674,66 @@ class _Tracer:
 
         outs = jax.pure_callback(on_host, tuple(specs), *[leaves[i] for i in arr_pos])
         return outs if isinstance(val, (tuple, list)) else outs[0]
+
+
+class _BaseView(NamedTuple):
+    """How an auto_functionalized_v2 argument views its base: the base itself (or an alias), a slice
+    along one dim, or as_strided on the base's storage (laid out as the base's fake value says)."""
+
+    index: int  # which of `_all_bases`
+    fake: torch.Tensor  # the base's fake value
+    slice: tuple | None  # (dim, start, end)
+    strided: tuple | None  # (size, stride, storage offset)
+
+    @classmethod
+    def pop_from(cls, kwargs, name, fakes) -> "_BaseView | None":
+        if f"_{name}_length" in kwargs:
+            raise NotImplementedError(f"a mutated Tensor[] argument ('{name}') of an auto-functionalized op")
+        index = kwargs.pop(f"_{name}_base_index")
+        kwargs.pop(f"_{name}_alias", None)
+        if index is None:
+            return None
+        if f"_{name}_storage_offset" in kwargs:
+            size, stride, offset = (kwargs.pop(f"_{name}_{k}") for k in ("size", "stride", "storage_offset"))
+            return cls(index, fakes[index], None, (tuple(size), tuple(stride), offset))
+        if f"_{name}_slice_dim" in kwargs:
+            sliced = tuple(kwargs.pop(f"_{name}_slice_{k}") for k in ("dim", "start", "end"))
+            return cls(index, fakes[index], sliced, None)
+        return cls(index, fakes[index], None, None)
+
+    def _bounds(self):
+        dim, start, end = self.slice
+        dim = dim % self.fake.dim()
+        start, end, _ = slice(start, end).indices(self.fake.shape[dim])
+        return dim, start, max(end, start)
+
+    def _storage(self, base):
+        """The base's value laid out in a storage as its fake value is, and that layout."""
+        f = self.fake
+        sizes, strides, offset = tuple(f.shape), tuple(f.stride()), f.storage_offset()
+        length = f.untyped_storage().nbytes() // (f.element_size() or 1)
+        return layout.write(jnp.zeros((length,), base.dtype), base, sizes, strides, offset), (sizes, strides, offset)
+
+    def read(self, bases):
+        base = bases[self.index]
+        if self.slice is not None:
+            dim, start, end = self._bounds()
+            return jax.lax.slice_in_dim(base, start, end, axis=dim)
+        if self.strided is not None:
+            flat, _ = self._storage(base)
+            return layout.read(flat, *self.strided)
+        return base
+
+    def write(self, bases, value):
+        """The base with `value` written through this view."""
+        base = bases[self.index]
+        if self.slice is not None:
+            dim, start, _end = self._bounds()
+            return jax.lax.dynamic_update_slice_in_dim(base, value.astype(base.dtype), start, axis=dim)
+        if self.strided is not None:
+            flat, base_layout = self._storage(base)
+            return layout.read(layout.write(flat, value, *self.strided), *base_layout)
+        return value
 
 
 def _dense_from_zero(t: torch.Tensor) -> bool:

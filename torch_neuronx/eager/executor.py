@@ -38,7 +38,7 @@ from ..ops.protocol import (NUMBER_TYPES, ArgKind, FreshOutput, Plan, Return, Re
 from ..ops.specs import OpSpec, spec_for
 from ..runtime import devices, executables, fidelity, profiling, rng, storage, streams
 from ..runtime.lazy_jax import jax
-from . import fallback, fusion, host_draws
+from . import fusion, host_draws
 
 _Tensor = torch.Tensor
 _tensor_info = storage.tensor_info
@@ -237,24 +237,23 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
             raise
         return host_draws.run(spec, args, kwargs, gen)  # CPU tensors, a neuron generator's numbers
     entry = executable_cache().get(key)
-    try:
-        if entry is None:
-            entry = _acquire(spec, args, kwargs, call, buffers, key)
-            if entry is None:  # out= tensors were resized: describe the call again
+    # a LoweringFailed raised before the launch leaves nothing done: the kernel that called this
+    # recovers it (registration._kernel, TorchNeuron's CPU recovery)
+    if entry is None:
+        entry = _acquire(spec, args, kwargs, call, buffers, key)
+        if entry is None:  # out= tensors were resized: describe the call again
+            return run(spec, args, kwargs)
+    if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
+        if entry.jaxpr is None:  # compiled before fusion was on, or loaded from disk
+            if not _trace_into(spec, args, kwargs, call, buffers, entry, key):
                 return run(spec, args, kwargs)
-        if _fusion_on() and not _profiler_on():  # a profile times each op's own launch
-            if entry.jaxpr is None:  # compiled before fusion was on, or loaded from disk
-                if not _trace_into(spec, args, kwargs, call, buffers, entry, key):
-                    return run(spec, args, kwargs)
-            _executed[spec.name] += 1
-            return _enqueue(spec, args, kwargs, call, entry)
-        if _has_queued():  # an op on its own: what is queued runs first
-            storage.flush_queued(f"unfused op {spec.name}")
-            buffers = _buffers_of(call.keys)
-        if entry.fn is None:
-            entry.fn = _compile_entry(spec, entry, call, buffers)
-    except LoweringFailed as e:  # TorchNeuron's recovery: the CPU runs it, unless told not to
-        return fallback.recover(spec.op, args, kwargs, e)
+        _executed[spec.name] += 1
+        return _enqueue(spec, args, kwargs, call, entry)
+    if _has_queued():  # an op on its own: what is queued runs first
+        storage.flush_queued(f"unfused op {spec.name}")
+        buffers = _buffers_of(call.keys)
+    if entry.fn is None:
+        entry.fn = _compile_entry(spec, entry, call, buffers)
     _executed[spec.name] += 1
     inputs = [b for b in buffers if b is not None]
     device = call.device

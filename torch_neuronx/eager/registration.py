@@ -38,15 +38,21 @@ def _reaches_backend(op) -> bool:
 
 
 def _kernel(op):
-    """The PrivateUse1 kernel of `op`; its OpSpec is looked up on first call (keeps `import torch` fast)."""
+    """The PrivateUse1 kernel of `op`; its OpSpec is looked up on first call (keeps `import torch` fast).
+    An op whose lowering or compile fails for its inputs goes to TorchNeuron's recovery
+    (`fallback.recover`: the CPU, unless TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1)."""
     run = executor.run
+    failed = executor.LoweringFailed
     spec = None
 
     def kernel(*args, **kwargs):
         nonlocal spec
         if spec is None:
             spec = spec_for(op)
-        return run(spec, args, kwargs)
+        try:
+            return run(spec, args, kwargs)
+        except failed as e:
+            return fallback.recover(op, args, kwargs, e)
 
     kernel.__name__ = f"neuron_{op}"
     return kernel

@@ -34,6 +34,9 @@ class Lowering:
     static: frozenset  # Scalar arguments passed as Python values (they shape the result)
     dynamic: frozenset = frozenset()  # float arguments passed traced (values that vary call to call)
     rng: bool = False  # takes a PRNG key as an extra last argument (random ops without a Generator)
+    # a user's custom kernel (ops/custom.py): the digest of its code, part of every key that runs it
+    # (the package's own lowerings are keyed by the package's sources instead)
+    digest: str | None = None
 
 
 LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}

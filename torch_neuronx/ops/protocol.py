@@ -365,10 +365,28 @@ def results(returns, fresh: list, argument) -> list:
 # ---- keys as bytes
 
 
+class KernelName(str):
+    """The name of an op whose lowering is a user's custom kernel (`ops/custom.py`): the op's name
+    wherever it is shown or counted, spelled in keys with the digest of the kernel's code, so an edited
+    kernel never finds an executable of the old one on disk."""
+
+    __slots__ = ("digest",)
+
+    def __new__(cls, name: str, digest: str):
+        self = super().__new__(cls, name)
+        self.digest = digest
+        return self
+
+    def __reduce__(self):
+        return (KernelName, (str(self), self.digest))
+
+
 def _encode(value, out: list) -> None:
     t = type(value)
     if value is None or t in (bool, int, float, complex, str):
         out.append(f"{t.__name__}:{value!r}")
+    elif t is KernelName:
+        out.append(f"kernel:{str(value)!r}@{value.digest}")
     elif t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):  # NamedTuples too
         out.append(f"{t.__name__}[{len(value)}](")
         for v in value:

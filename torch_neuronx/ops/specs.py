@@ -10,7 +10,7 @@ import threading
 
 
 from . import LOWERINGS, argument_checks
-from .protocol import ArgKind, arg_kind
+from .protocol import ArgKind, KernelName, arg_kind
 from .variants import functional_of
 
 
@@ -19,7 +19,9 @@ class OpSpec:
 
     def __init__(self, op, functional, lowering):
         self.op = op
-        self.name = str(op)
+        # a custom kernel's name carries its code's digest into every key (`protocol.KernelName`)
+        digest = None if lowering is None else lowering.digest
+        self.name = str(op) if digest is None else KernelName(str(op), digest)
         self.functional = functional  # the overload the lowering implements
         self.lowering = lowering
         schema = op._schema
@@ -68,3 +70,9 @@ def spec_for(op) -> OpSpec:
             if spec is None:
                 spec = _specs[op] = OpSpec(op, functional, LOWERINGS[functional])
     return spec
+
+
+def forget(op) -> None:
+    """Drop `op`'s spec: its lowering was replaced (a custom kernel registered again)."""
+    with _lock:
+        _specs.pop(op, None)

@@ -26,6 +26,8 @@ def _same_args(a, b) -> bool:
 def variants(op) -> list:
     """The in-place and out= overloads computed by `op`'s functional lowering."""
     schema = op._schema
+    if op.namespace != "aten":
+        return []  # a custom kernel's op (ops/custom.py): its variants are ops of their own, if any
     if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
         return []  # already in place
     if is_view(op):
