@@ -7,6 +7,11 @@ Shapes are static. `dynamic=True` (even for a graph Dynamo kept no symbol in) or
 dynamic is refused with an error that says how to fix the call. When Dynamo makes shapes symbolic on its own (the default `dynamic=None`, after
 an input's shape changed), the graph is specialized at run time instead: each concrete shape
 compiles once and is reused afterwards, as with `dynamic=False`.
+
+A graph that fails to compile (its AOTAutograd trace, a lowering, XLA) raises NEFFCompilationError,
+unless fallback execution is on (`TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`, or
+`torch.compile(..., options={"fallback_execution": True})`, which wins over the setting either way):
+then it warns once and runs Dynamo's graph eagerly on neuron, from the failed call on.
 """
 from __future__ import annotations
 
@@ -16,10 +21,13 @@ import warnings
 import torch
 
 from ..ops.decompositions import decomposition_table
-from ..runtime import devices
+from ..runtime import config, devices
 from . import aot_records, graph_argument_checks
 from .errors import NEFFCompilationError
-from .split import program_for
+from .split import SplitProgram, program_for
+
+FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
+FALLBACK_OPTION = "fallback_execution"
 
 _model_name: str | None = None
 _counter = itertools.count()
@@ -47,17 +55,153 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     mode = kwargs.pop("mode", None)
     if mode not in (None, "default"):
         warnings.warn(f"torch.compile(backend='neuron'): mode={mode!r} is ignored (the neuron backend has one mode)")
-    options = kwargs.pop("options", None)
+    options = dict(kwargs.pop("options", None) or {})
+    option = options.pop(FALLBACK_OPTION, None)
     if options:
         warnings.warn(f"torch.compile(backend='neuron'): options {sorted(options)} are ignored")
     if kwargs:
         warnings.warn(f"torch.compile(backend='neuron'): arguments {sorted(kwargs)} are ignored")
+    fallback = _fallback_execution(option)
     name = f"{_model_name or 'graph'}_{next(_counter)}"
     reason = _dynamo_recompile_reason()
-    _refuse_dynamic(gm)  # also when Dynamo kept no symbol (parameters only, sizes 0 and 1)
+    _refuse_dynamic(gm)  # also when Dynamo kept no symbol (parameters only, sizes 0 and 1); never falls back
+    if fallback is None:
+        return _compiled(gm, example_inputs, name, reason, None)
+    try:
+        compiled = _compiled(gm, example_inputs, name, reason, fallback.named(name))
+    except NEFFCompilationError as e:
+        fallback.warn(e)
+        return gm.forward
+    if isinstance(compiled, graph_argument_checks.Raises):
+        return compiled  # the CPU's own error for this call: eager mode raises it too
+    return _EagerOnCompileFailure(compiled, gm.forward, fallback)
+
+
+def _compiled(gm, example_inputs, name, reason, fallback):
     if _has_symbolic_inputs(example_inputs):
-        return _PerShape(gm, name, reason)
-    return _aot(gm, example_inputs, name, reason)
+        return _PerShape(gm, name, reason, fallback)
+    return _aot(gm, example_inputs, name, reason, fallback)
+
+
+class _Fallback:
+    """Fallback execution is on for graph `name`: `why` says which switch turned it on."""
+
+    def __init__(self, why: str):
+        self.name = None
+        self.why = why
+        self.warned = False
+
+    def named(self, name: str) -> "_Fallback":
+        self.name = name
+        return self
+
+    def warn(self, error: Exception) -> None:
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"torch.compile(backend='neuron'): graph {self.name} could not be compiled and runs "
+                          f"eagerly on neuron instead ({self.why}): {type(error).__name__}: {error}", stacklevel=3)
+
+
+def _fallback_execution(option) -> "_Fallback | None":
+    """Whether a graph that fails to compile runs eagerly: the `fallback_execution` option when given,
+    else TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION (1, the default: it raises)."""
+    if option is not None:
+        if not isinstance(option, bool):
+            raise TypeError(f"torch.compile(backend='neuron'): options['{FALLBACK_OPTION}'] is True or False, "
+                            f"not {option!r}")
+        return _Fallback(f"options={{'{FALLBACK_OPTION}': True}}") if option else None
+    if config.settings.disable_fallback_execution:
+        return None
+    return _Fallback(f"{FALLBACK_ENV}=0")
+
+
+class _EagerOnCompileFailure:
+    """A compiled graph whose compile may still fail: a GraphProgram compiles at its first call (and at
+    a call with new input signatures), so the failure is caught there. The failed call and every
+    later one run `eager` (the Dynamo graph's forward, its ops through the eager neuron kernels). A
+    compile fails before its executable launches, so nothing of the failed call has run."""
+
+    def __init__(self, compiled, eager, fallback: _Fallback):
+        self.compiled = compiled
+        self.eager = eager
+        self.fallback = fallback
+        self.failed = False
+
+    def __call__(self, *args):
+        if not self.failed:
+            try:
+                return self.compiled(*args)
+            except _RanBeforeFailing:
+                raise
+            except NEFFCompilationError as e:
+                self.failed = True
+                self.fallback.warn(e)
+        return self.eager(*args)
+
+    def __getattr__(self, name):  # the program's name, kind, ... for whoever inspects it
+        compiled = self.__dict__.get("compiled")
+        if compiled is None:
+            raise AttributeError(name)
+        return getattr(compiled, name)
+
+
+class _RanBeforeFailing(NEFFCompilationError):
+    """A split graph's segment failed to compile after earlier steps of the call ran (collectives
+    issued, segments launched): running the graph again eagerly would run them twice."""
+
+
+class _NoFallbackAfter:
+    """A split graph's segment that runs after other steps of the call: its compile failure raises."""
+
+    def __init__(self, program):
+        self.program = program
+
+    def __call__(self, *args):
+        try:
+            return self.program(*args)
+        except NEFFCompilationError as e:
+            raise _RanBeforeFailing(f"{e} (no fallback execution: earlier steps of this call, its collectives "
+                                    f"or segments, ran already, and running the graph eagerly would run them twice)"
+                                    ) from e
+
+    def __getattr__(self, name):
+        program = self.__dict__.get("program")
+        if program is None:
+            raise AttributeError(name)
+        return getattr(program, name)
+
+
+def _guard_split(program) -> None:
+    """Segments after the first step that does something (a segment, a collective or stream op; not a
+    mere stream switch) raise their compile failure instead of falling back."""
+    ran = False
+    for what, step in program.steps:
+        if what == "segment":
+            if ran:
+                step.program = _NoFallbackAfter(step.program)
+            ran = True
+        elif getattr(step, "target", None) is not None:
+            ran = True
+
+
+def _may_split(gm) -> bool:
+    """Whether Dynamo's graph may call a collective or a stream op (its AOTAutograd graph is then cut
+    into segments, `split.py`): a call outside ATen and prims's ops, of torch.distributed's functions,
+    or traced under a stream."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        target = n.target
+        if isinstance(target, torch._ops.OpOverload) and target.namespace not in ("aten", "prims"):
+            return True
+        if isinstance(target, torch._ops.OpOverloadPacket) and target._qualified_op_name.split("::")[0] not in (
+                "aten", "prims"):
+            return True
+        if (getattr(target, "__module__", None) or "").startswith("torch.distributed"):
+            return True
+        if (n.meta.get("custom") or {}).get("stream") is not None:
+            return True
+    return False
 
 
 def _aot_decompositions() -> dict:
@@ -69,11 +213,13 @@ def _aot_decompositions() -> dict:
     return table
 
 
-def _aot(gm, example_inputs, name, reason):
+def _aot(gm, example_inputs, name, reason, fallback=None):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
     record = aot_records.key_of(gm, example_inputs)
+    if record is not None and fallback is not None and _may_split(gm):
+        record = None  # a loaded record's segments would miss _guard_split
     if record is not None:  # AOTAutograd's graph for these inputs, stored by an earlier process
         # which ran the CPU's checks on this graph and these inputs first (a rejected graph stores
         # nothing; the checks' code is in the entry's key): they passed, and are not run again
@@ -87,6 +233,12 @@ def _aot(gm, example_inputs, name, reason):
     def compiler(kind):
         def compile_graph(graph_module, inputs):
             program = program_for(graph_module, f"{name}_{kind}", kind, reason)
+            if fallback is not None:
+                if isinstance(program, SplitProgram):
+                    _guard_split(program)
+                if kind == "backward":  # compiled at the first backward, long after Dynamo's graph ran:
+                    # it falls back to AOTAutograd's backward graph, run eagerly
+                    program = _EagerOnCompileFailure(program, graph_module, fallback)
             if kind == "inference" and record is not None and aot_records.remember(record, graph_module, program.name):
                 return make_boxed_func(_RecordedOnFirstCall(program))
             return make_boxed_func(program)
@@ -168,10 +320,11 @@ def _first_line(e) -> str:
 class _PerShape:
     """A graph Dynamo made symbolic by itself: AOTAutograd runs once per concrete input signature."""
 
-    def __init__(self, gm, name, reason):
+    def __init__(self, gm, name, reason, fallback=None):
         self.gm = gm
         self.name = name
         self.reason = reason
+        self.fallback = fallback
         self.compiled: dict[tuple, object] = {}
 
     def __call__(self, *args):
@@ -182,7 +335,7 @@ class _PerShape:
         if fn is None:
             n = len(self.compiled)
             reason = self.reason if n == 0 else "new input shapes (Dynamo made them symbolic; neuron specializes)"
-            fn = self.compiled[sig] = _aot(self.gm, list(args), f"{self.name}_{n}", reason)
+            fn = self.compiled[sig] = _aot(self.gm, list(args), f"{self.name}_{n}", reason, self.fallback)
         return fn(*args)
 
 
@@ -202,15 +355,21 @@ def _refuse_dynamic(gm):
     """Refuse a graph compiled for dynamic shapes. `torch.compile(..., dynamic=True)` reaches a backend
     only as Dynamo's config while the frame is traced: torch._dynamo.optimize(dynamic=True) patches
     `assume_static_by_default=False` around every call of the compiled function (dynamic=False patches
-    it True, the default None leaves it True), so the request is seen whether or not the graph kept a
-    symbol. Setting `torch._dynamo.config.assume_static_by_default = False` by hand is the same request
-    and is refused the same way."""
+    it True, the default None leaves it as it is), so the request is seen whether or not the graph kept
+    a symbol. Setting `torch._dynamo.config.assume_static_by_default = False` by hand is the same
+    request and is refused the same way. So is a module compiled with dynamic=False and called by a
+    function compiled with dynamic=True: Dynamo inlines it into the caller's frames, traced with the
+    caller's settings (its own wrapper never runs). Nothing else sets either: a LoRA hot-swap under
+    dynamic=False (peft's padded ranks and tensor scalings) traces nothing again, and an automatic
+    recompile is static (dynamic=False) or symbolic without a mark (None: `_PerShape`)."""
     import torch._dynamo.config as dynamo_config
 
     explicit = not dynamo_config.assume_static_by_default
     marked = _marked_dynamic(gm)
     if explicit or marked:
-        why = "torch.compile(..., dynamic=True) was requested" if explicit else (
+        # an outer compiled function's dynamic=True reaches a module it calls, inlined into its frames
+        why = ("torch.compile(..., dynamic=True) was requested (by this compiled function, or by a compiled "
+               "function that calls it: Dynamo traces the callee with the caller's settings)") if explicit else (
             f"dimensions were marked dynamic ({', '.join(marked)})"
         )
         raise StaticShapesRequired(

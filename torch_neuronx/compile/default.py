@@ -12,7 +12,9 @@ Given this callable as the default, torch.compile calls it with the `mode` and `
 builds that same wrapper (`torch._TorchCompileInductorWrapper`: mode -> Inductor options, the options
 checked against Inductor's config). What torch.compile keeps to itself before choosing a backend is
 not seen here: `options={"use_aoti": True}` (popped first, it picks AOTInductor only for the string
-"inductor") and `name=`; pass `backend="inductor"` for those.
+"inductor") and `name=`; pass `backend="inductor"` for those. The neuron backend's own option
+(`fallback_execution`) is left out of a CPU graph's options: Inductor's config has no such key, and one
+`options` dict serves every graph of the compiled function, neuron's and the CPU's.
 """
 from __future__ import annotations
 
@@ -25,7 +27,13 @@ def neuron_or_inductor(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         from .backend import neuron_backend
 
         return neuron_backend(gm, example_inputs, **kwargs)
-    return _inductor(kwargs.pop("mode", None), kwargs.pop("options", None), kwargs)(gm, example_inputs)
+    options = kwargs.pop("options", None)
+    if options and _NEURON_OPTIONS & set(options):
+        options = {k: v for k, v in options.items() if k not in _NEURON_OPTIONS} or None
+    return _inductor(kwargs.pop("mode", None), options, kwargs)(gm, example_inputs)
+
+
+_NEURON_OPTIONS = frozenset({"fallback_execution"})  # backend.FALLBACK_OPTION (not imported: it pulls in jax)
 
 
 def is_neuron_graph(gm: torch.fx.GraphModule, example_inputs) -> bool:
