@@ -129,15 +129,20 @@ def parse_assignments(text: str, var: str) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
-def parse_bound(text: str, var: str, unit: str = "executables", scale: int = 1) -> int | None:
-    """TorchNeuron's bounds: a whole number of `unit` (times `scale`), 0 meaning no bound (None)."""
+def parse_whole(text: str, var: str, unit: str, zero: str = "") -> int:
+    """A whole number of `unit`, 0 allowed (`zero` says what it means, for the error)."""
     try:
         value = int(text)
     except ValueError:
         value = -1
     if value < 0:
-        raise ValueError(f"{var}={text!r}: expected a whole number of {unit} (0: no bound)")
-    return value * scale or None
+        raise ValueError(f"{var}={text!r}: expected a whole number of {unit}" + (f" ({zero})" if zero else ""))
+    return value
+
+
+def parse_bound(text: str, var: str, unit: str = "executables", scale: int = 1) -> int | None:
+    """TorchNeuron's bounds: a whole number of `unit` (times `scale`), 0 meaning no bound (None)."""
+    return parse_whole(text, var, unit, "0: no bound") * scale or None
 
 
 def parse_seconds(text: str, var: str) -> float:
@@ -157,17 +162,6 @@ def parse_opt_level(text: str, var: str) -> int:
     if word not in ("0", "1", "2", "3"):
         raise ValueError(f"{var}={text!r}: expected an optimization level -O0, -O1, -O2 or -O3")
     return int(word)
-
-
-def parse_count_or_zero(text: str, var: str) -> int:
-    """A whole number, 0 allowed."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"{var}={text!r}: expected a whole number of ops")
-    return value
 
 
 def parse_text(text: str, var: str) -> str:
@@ -202,7 +196,7 @@ ASSIGNMENTS = Type("name=number list", parse_assignments)
 
 SECONDS = Type("seconds", parse_seconds)
 OPT_LEVEL = Type("opt level", parse_opt_level)
-COUNT_OR_ZERO = Type("count", parse_count_or_zero)
+COUNT_OR_ZERO = Type("count", functools.partial(parse_whole, unit="ops"))
 
 
 def BOUND(unit: str, scale: int = 1) -> Type:
