@@ -74,10 +74,10 @@ def test_launch_blocking_turns_fusion_off_in_process(monkeypatch):
 # ---- TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS: recovery from a failed lowering
 
 @pytest.fixture
-def broken_lowering(monkeypatch):
-    """aten.hypot's lowering made to fail (as a lowering with no form for some inputs would), for this test."""
+def broken_lowering(monkeypatch, tmp_path):
+    """aten.hypot's lowering made to fail (as a lowering with no form for some inputs would), for this
+    test, over a cache of its own (an executable of hypot on disk or in memory would skip the lowering)."""
     from torch_neuronx import ops
-    from torch_neuronx.eager import executor
 
     op = torch.ops.aten.hypot.default
     low = ops.LOWERINGS[op]
@@ -85,11 +85,14 @@ def broken_lowering(monkeypatch):
     def fails(*args):
         raise ValueError("no form for these inputs")
 
-    monkeypatch.setitem(ops.LOWERINGS, op, type(low)(low.op, fails, low.static, low.dynamic, low.rng))
-    executor.clear_cache()
     fusion.flush("test")
+    monkeypatch.setitem(ops.LOWERINGS, op, type(low)(low.op, fails, low.static, low.dynamic, low.rng))
+    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path / "neff_cache"))
+    cache.reset()
     yield op
-    executor.clear_cache()
+    fusion.flush("test")
+    monkeypatch.undo()
+    cache.reset()  # the session's cache again
 
 
 @pytest.mark.cpu_fallback
@@ -288,11 +291,11 @@ OPT_PROBE = """
 """
 
 
-@pytest.mark.parametrize("env,level", [({}, 1), ({"NEURON_COMPILER_OPT_LEVEL": "-O0"}, 0),
-                                       ({"NEURON_COMPILER_OPT_LEVEL": "-O2"}, 2),
-                                       ({"NEURON_COMPILER_OPT_LEVEL": "3"}, 3),
-                                       ({"NEURON_CC_FLAGS": "--target trn2 --optlevel 3"}, 3),
-                                       ({"NEURON_CC_FLAGS": "-O3", "NEURON_COMPILER_OPT_LEVEL": "-O0"}, 0)])
+# one process per level (read once a process); the spellings' parsing is tests/test_settings.py's
+@pytest.mark.parametrize("env,level", [({}, 1),
+                                       ({"NEURON_COMPILER_OPT_LEVEL": "-O0", "NEURON_CC_FLAGS": "-O3"}, 0),
+                                       ({"NEURON_CC_FLAGS": "--target trn2 --optlevel 2"}, 2),
+                                       ({"NEURON_COMPILER_OPT_LEVEL": "3"}, 3)])
 def test_the_opt_level_changes_the_compile_options_and_the_key(env, level):
     got = _child(OPT_PROBE, {"TORCH_NEURONX_DISABLE_NEFF_CACHE": "1", **env})
     assert got["level"] == got["key_level"] == level and got["close"]
@@ -307,9 +310,10 @@ def test_the_opt_level_changes_the_compile_options_and_the_key(env, level):
 
 
 def test_each_opt_level_is_its_own_key():
-    envs = [keys.environment("cpu", "cpu", versions=()) for _ in range(1)]
-    assert ("opt_level", executables.opt_level()) in envs[0]
-    spelled = {keys.digest(keys.entry_key(envs[0][:-1] + (("opt_level", level),), "op", ("x",))) for level in range(4)}
+    env = keys.environment("cpu", "cpu", versions=())
+    assert ("opt_level", executables.opt_level()) in env
+    others = tuple(part for part in env if part[0] != "opt_level")
+    spelled = {keys.digest(keys.entry_key(others + (("opt_level", level),), "op", ("x",))) for level in range(4)}
     assert len(spelled) == 4
 
 
