@@ -61,14 +61,14 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         warnings.warn(f"torch.compile(backend='neuron'): options {sorted(options)} are ignored")
     if kwargs:
         warnings.warn(f"torch.compile(backend='neuron'): arguments {sorted(kwargs)} are ignored")
-    fallback = _fallback_execution(option)
     name = f"{_model_name or 'graph'}_{next(_counter)}"
+    fallback = _fallback_execution(option, name)
     reason = _dynamo_recompile_reason()
     _refuse_dynamic(gm)  # also when Dynamo kept no symbol (parameters only, sizes 0 and 1); never falls back
     if fallback is None:
         return _compiled(gm, example_inputs, name, reason, None)
     try:
-        compiled = _compiled(gm, example_inputs, name, reason, fallback.named(name))
+        compiled = _compiled(gm, example_inputs, name, reason, fallback)
     except NEFFCompilationError as e:
         fallback.warn(e)
         return gm.forward
@@ -86,14 +86,10 @@ def _compiled(gm, example_inputs, name, reason, fallback):
 class _Fallback:
     """Fallback execution is on for graph `name`: `why` says which switch turned it on."""
 
-    def __init__(self, why: str):
-        self.name = None
+    def __init__(self, name: str, why: str):
+        self.name = name
         self.why = why
         self.warned = False
-
-    def named(self, name: str) -> "_Fallback":
-        self.name = name
-        return self
 
     def warn(self, error: Exception) -> None:
         if not self.warned:
@@ -102,27 +98,41 @@ class _Fallback:
                           f"eagerly on neuron instead ({self.why}): {type(error).__name__}: {error}", stacklevel=3)
 
 
-def _fallback_execution(option) -> "_Fallback | None":
-    """Whether a graph that fails to compile runs eagerly: the `fallback_execution` option when given,
-    else TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION (1, the default: it raises)."""
+def _fallback_execution(option, name: str) -> "_Fallback | None":
+    """Whether graph `name` runs eagerly when it fails to compile: the `fallback_execution` option when
+    given, else TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION (1, the default: it raises)."""
     if option is not None:
         if not isinstance(option, bool):
             raise TypeError(f"torch.compile(backend='neuron'): options['{FALLBACK_OPTION}'] is True or False, "
                             f"not {option!r}")
-        return _Fallback(f"options={{'{FALLBACK_OPTION}': True}}") if option else None
+        return _Fallback(name, f"options={{'{FALLBACK_OPTION}': True}}") if option else None
     if config.settings.disable_fallback_execution:
         return None
-    return _Fallback(f"{FALLBACK_ENV}=0")
+    return _Fallback(name, f"{FALLBACK_ENV}=0")
 
 
-class _EagerOnCompileFailure:
+class _Wrapped:
+    """A callable standing in for `program` (a GraphProgram or another wrapper): its name, kind, ... are
+    the program's, for whoever inspects it."""
+
+    def __init__(self, program):
+        self.program = program
+
+    def __getattr__(self, name):
+        program = self.__dict__.get("program")  # (None while unpickling or before __init__)
+        if program is None:
+            raise AttributeError(name)
+        return getattr(program, name)
+
+
+class _EagerOnCompileFailure(_Wrapped):
     """A compiled graph whose compile may still fail: a GraphProgram compiles at its first call (and at
     a call with new input signatures), so the failure is caught there. The failed call and every
     later one run `eager` (the Dynamo graph's forward, its ops through the eager neuron kernels). A
     compile fails before its executable launches, so nothing of the failed call has run."""
 
-    def __init__(self, compiled, eager, fallback: _Fallback):
-        self.compiled = compiled
+    def __init__(self, program, eager, fallback: _Fallback):
+        super().__init__(program)
         self.eager = eager
         self.fallback = fallback
         self.failed = False
@@ -130,7 +140,7 @@ class _EagerOnCompileFailure:
     def __call__(self, *args):
         if not self.failed:
             try:
-                return self.compiled(*args)
+                return self.program(*args)
             except _RanBeforeFailing:
                 raise
             except NEFFCompilationError as e:
@@ -138,23 +148,14 @@ class _EagerOnCompileFailure:
                 self.fallback.warn(e)
         return self.eager(*args)
 
-    def __getattr__(self, name):  # the program's name, kind, ... for whoever inspects it
-        compiled = self.__dict__.get("compiled")
-        if compiled is None:
-            raise AttributeError(name)
-        return getattr(compiled, name)
-
 
 class _RanBeforeFailing(NEFFCompilationError):
     """A split graph's segment failed to compile after earlier steps of the call ran (collectives
     issued, segments launched): running the graph again eagerly would run them twice."""
 
 
-class _NoFallbackAfter:
+class _NoFallbackAfter(_Wrapped):
     """A split graph's segment that runs after other steps of the call: its compile failure raises."""
-
-    def __init__(self, program):
-        self.program = program
 
     def __call__(self, *args):
         try:
@@ -163,12 +164,6 @@ class _NoFallbackAfter:
             raise _RanBeforeFailing(f"{e} (no fallback execution: earlier steps of this call, its collectives "
                                     f"or segments, ran already, and running the graph eagerly would run them twice)"
                                     ) from e
-
-    def __getattr__(self, name):
-        program = self.__dict__.get("program")
-        if program is None:
-            raise AttributeError(name)
-        return getattr(program, name)
 
 
 def _guard_split(program) -> None:
@@ -260,12 +255,12 @@ def _aot(gm, example_inputs, name, reason, fallback=None):
                                    f"{type(e).__name__}: {_first_line(e)}") from e
 
 
-class _RecordedOnFirstCall:
+class _RecordedOnFirstCall(_Wrapped):
     """A program whose AOTAutograd record is being written by a thread (`aot_records.remember`): its
     first call (which lowers and compiles the graph meanwhile) returns once the record is written."""
 
     def __init__(self, program):
-        self.program = program
+        super().__init__(program)
         self.pending = True
 
     def __call__(self, *args):
@@ -276,9 +271,6 @@ class _RecordedOnFirstCall:
         finally:
             self.pending = False
             aot_records.finish_records()
-
-    def __getattr__(self, name):  # the program's name, kind, ... for whoever inspects it
-        return getattr(self.program, name)
 
 
 def _failed_where(gm, e) -> str:
