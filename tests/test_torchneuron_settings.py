@@ -78,15 +78,20 @@ def broken_lowering(monkeypatch, tmp_path):
     """aten.hypot's lowering made to fail (as a lowering with no form for some inputs would), for this
     test, over a cache of its own (an executable of hypot on disk or in memory would skip the lowering)."""
     from torch_neuronx import ops
+    from torch_neuronx.ops.specs import spec_for
 
     op = torch.ops.aten.hypot.default
+    x = torch.randn(3, device="neuron")
+    torch.testing.assert_close(torch.hypot(x, x).cpu(), torch.hypot(x.cpu(), x.cpu()))  # its spec exists now
     low = ops.LOWERINGS[op]
 
     def fails(*args):
         raise ValueError("no form for these inputs")
 
     fusion.flush("test")
-    monkeypatch.setitem(ops.LOWERINGS, op, type(low)(low.op, fails, low.static, low.dynamic, low.rng))
+    broken = type(low)(low.op, fails, low.static, low.dynamic, low.rng)
+    monkeypatch.setitem(ops.LOWERINGS, op, broken)
+    monkeypatch.setattr(spec_for(op), "lowering", broken)  # the spec every caller of hypot shares
     monkeypatch.setenv(cache.DIR_ENV, str(tmp_path / "neff_cache"))
     cache.reset()
     yield op
