@@ -71,7 +71,7 @@ def nki_op(name: str, fn=None, /, *, mutates_args, cpu=None, schema: str | None 
                                         tags=tags)
         overload = _overload(opdef)
         register_jax_kernel(overload, kernel, static=static, dynamic=dynamic)
-        if _own_returns(parsed):
+        if custom.own_returns(parsed):
             opdef.register_fake(custom.fake_from_kernel(overload, kernel))
         return opdef
 
@@ -87,10 +87,6 @@ def _forget_old_kernel() -> None:
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is not None:  # not imported: nothing compiled yet
         dynamo.reset()
-
-
-def _own_returns(schema) -> bool:
-    return any(r.alias_info is None for r in schema.returns)
 
 
 def _overload(op) -> torch._ops.OpOverload:

@@ -79,7 +79,7 @@ def _written(schema) -> list:
     return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
 
 
-def _own_returns(schema) -> list:
+def own_returns(schema) -> list:
     """The returns the kernel computes (an in-place op's return of its mutated argument is not one)."""
     return [r for r in schema.returns if r.alias_info is None]
 
@@ -175,7 +175,7 @@ def _spell(dtype, shape) -> str:
 def _check_outputs(op, name, args, outs) -> None:
     expected = _expected(op, args)
     if len(outs) != len(expected):
-        n_own = len(_own_returns(op._schema))
+        n_own = len(own_returns(op._schema))
         raise CustomKernelError(
             f"{op}: its jax kernel {name} returned {len(outs)} values, where the op has {len(expected)} "
             f"({n_own} results, then the new value of each mutated argument: {_written(op._schema)})")
@@ -215,7 +215,7 @@ def fake_from_kernel(op, fn):
     shapes and dtypes by `jax.eval_shape`, as new contiguous tensors on the first tensor argument's
     device. Non-tensor arguments reach `fn` as Python values."""
     schema = op._schema
-    n_own = len(_own_returns(schema))
+    n_own = len(own_returns(schema))
 
     def fake(*args, **kwargs):
         values = normalize(op, args, kwargs)
