@@ -52,6 +52,7 @@ def _register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+        _device_module._initialized = True
     except Exception as e:  # never break `import torch`: say why, and report the device unavailable
         _device_module._load_error = e
         warnings.warn(f"torch_neuronx: the neuron device is unavailable: {type(e).__name__}: {e}")

@@ -14,6 +14,12 @@ from .runtime import config, targets
 
 _load_error: BaseException | None = None  # why the native part failed to load, if it did
 
+# What torch.utils.checkpoint reads (as `torch.cuda._initialized`) before it stashes a device's RNG
+# state: True once the native part (with the generators) is loaded, since a neuron tensor can exist
+# from then on. It must not flip during a checkpointed forward (checkpoint raises if it does), so it
+# is not `is_initialized()`, which turns True when jax starts.
+_initialized = False
+
 
 def _native():
     if _load_error is not None:

@@ -81,14 +81,37 @@ def runs_between_executables(target) -> bool:
     return is_collective(target) or is_stream_op(target)
 
 
+# Activation checkpointing in a compiled graph (torch/_functorch/partitioners.py): the forward runs a
+# random op through run_and_save_rng_state and returns the state, the backward recomputes it through
+# run_with_rng_state with that state, so both draw the same numbers. The state here is the op's PRNG
+# key data in the first bytes of a tensor shaped as the partitioner's sample state says.
+_RUN_AND_SAVE_RNG_STATE = torch.ops.higher_order.run_and_save_rng_state
+_RUN_WITH_RNG_STATE = torch.ops.higher_order.run_with_rng_state
+
+
 def _is_random(node) -> bool:
     op = node.target
+    if op is _RUN_AND_SAVE_RNG_STATE:
+        return True
     if not isinstance(op, torch._ops.OpOverload):
         return False
     low = LOWERINGS.get(op)
     if low is not None and low.rng:
         return True
     return any(str(a.type) in ("Generator", "Optional[Generator]") for a in op._schema.arguments)
+
+
+def _concrete_rng_states(nodes) -> None:
+    """The partitioner's sample RNG state (`torch.get_rng_state()` made fake) gets a symbolic size
+    in a static graph; the state is a value of fixed size, so its nodes get their size's hint."""
+    states = [u for n in nodes if n.target is _RUN_AND_SAVE_RNG_STATE for u in n.users
+              if u.target is operator.getitem and u.args[1] == 0]
+    states += [n.args[0] for n in nodes if n.target is _RUN_WITH_RNG_STATE]
+    for node in states:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and not all(isinstance(d, int) for d in val.shape):
+            shape = [torch.fx.experimental.symbolic_shapes.guarding_hint_or_throw(d) for d in val.shape]
+            node.meta["val"] = torch.empty(shape, dtype=val.dtype, device=val.device)
 
 
 def _vals(val):
@@ -174,6 +197,7 @@ class GraphProgram:
         values = [getattr(gm, n.target, None) for n in self.constants]
         self.device_constants = [v if isinstance(v, torch.Tensor) and v.device.type == "neuron" else None for v in values]
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
+        _concrete_rng_states(self.nodes)
         self.random = any(_is_random(n) for n in self.nodes)
         self.structure = structure_digest(gm)
         # input signatures this graph was called with; the executables themselves live in the
@@ -551,6 +575,10 @@ class _Tracer:
             return self._auto_functionalized(node, args[0], kwargs, key)
         if target in _PY_OPS:
             return target(*args)
+        if target is _RUN_AND_SAVE_RNG_STATE:
+            return self._run_and_save_rng_state(node, args, kwargs, key)
+        if target is _RUN_WITH_RNG_STATE:
+            return self._run_with_rng_state(node, args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
             raise NEFFCompilationError(
                 f"graph {self.program.name}: node '{node.name}' calls {target}, which the neuron backend "
@@ -591,6 +619,35 @@ class _Tracer:
         spec = spec_for(target)
         outs = call_lowering(spec, list(args), dict(kwargs), key)
         return _cast_like(outs[0] if spec.single_return else outs, val)
+
+    def _run_and_save_rng_state(self, node, args, kwargs, key):
+        """(the state, the random op's result drawn with `key`)."""
+        op = args[0]
+        state_val = result_val = None
+        for user in node.users:
+            if user.target is operator.getitem:
+                if user.args[1] == 0:
+                    state_val = user.meta.get("val")
+                else:
+                    result_val = user.meta.get("val")
+        data = jax.random.key_data(key).reshape(-1)
+        state = jax.lax.bitcast_convert_type(data, jnp.uint8).reshape(-1)
+        if state_val is not None:  # a CPU generator's state, as the partitioner's sample says
+            pad = int(state_val.numel()) - int(state.shape[0])
+            state = typed(jnp.concatenate([state, jnp.zeros((max(pad, 0),), jnp.uint8)]), state_val.dtype,
+                          state_val.shape)
+        return state, self._call(node, op, list(args[1:]), dict(kwargs), key, result_val)
+
+    def _run_with_rng_state(self, node, args, kwargs):
+        """The random op again, with the key its forward run saved."""
+        state, op = args[0], args[1]
+        words = jax.lax.bitcast_convert_type(state.reshape(-1)[:8].reshape(2, 4), jnp.uint32)
+        key = jax.random.wrap_key_data(words, impl="threefry2x32")
+        val = node.meta.get("val")
+        if val is None:  # the partitioner's node has none: its users (getitem per result) have them
+            items = {u.args[1]: u.meta.get("val") for u in node.users if u.target is operator.getitem}
+            val = tuple(items.get(i) for i in range(max(items) + 1)) if items else None
+        return self._call(node, op, list(args[2:]), dict(kwargs), key, val)
 
     def _with_effects(self, node, op, args, kwargs):
         """A side-effecting op, ordered by a token: (new token, *its results)."""

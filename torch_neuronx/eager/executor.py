@@ -229,13 +229,12 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         storage.apply_events()
     if spec.checks_every_call:
         argument_checks.check(spec.op, args, kwargs)
-    try:
-        call, buffers, key = _call_and_key(spec, args, kwargs)
-    except DeviceMismatch:
+    if spec.generator is not None:  # CPU tensors, a neuron generator's numbers (a 0-dim CPU `self`
+        # would pass below as a scalar: DataLoader's seed, `torch.empty(()).random_(generator=g)`)
         gen = host_draws.neuron_generator(spec, args, kwargs)
-        if gen is None:
-            raise
-        return host_draws.run(spec, args, kwargs, gen)  # CPU tensors, a neuron generator's numbers
+        if gen is not None:
+            return host_draws.run(spec, args, kwargs, gen)
+    call, buffers, key = _call_and_key(spec, args, kwargs)
     entry = executable_cache().get(key)
     # a LoweringFailed raised before the launch leaves nothing done: the kernel that called this
     # recovers it (registration._kernel, TorchNeuron's CPU recovery)

@@ -19,7 +19,7 @@ from .. import metrics
 from ..ops import argument_checks
 from ..ops.cpu_messages import named
 from ..ops.decompositions import decomposition_table
-from ..runtime import config
+from ..runtime import config, rng
 from .buffers import to_host
 
 _state = threading.local()
@@ -110,6 +110,15 @@ def cpu_fallback(op, args, kwargs):
     return _on_cpu(op, args, kwargs)
 
 
+def _cpu_generator_of(gen: torch.Generator) -> torch.Generator:
+    """A CPU generator seeded by one draw of the neuron generator `gen`: the host op's numbers
+    follow the neuron seed (the same seed and offset give the same numbers) and advance it, as an op
+    on the device would, instead of coming from the CPU's unrelated default generator."""
+    hi_seed, lo_seed, hi_off, lo_off = (int(w) for w in rng.draw(gen, gen.device.index or 0))
+    mixed = (((hi_seed << 32) | lo_seed) * 0x9E3779B97F4A7C15 + ((hi_off << 32) | lo_off)) & 0xFFFFFFFFFFFFFFFF
+    return torch.Generator().manual_seed(mixed)
+
+
 def _on_cpu(op, args, kwargs):
     """Run `op` on CPU copies of its neuron tensors; written arguments and results come back."""
     device = _neuron_device(args, kwargs)
@@ -126,7 +135,7 @@ def _on_cpu(op, args, kwargs):
         if isinstance(v, str) and v.startswith("neuron"):
             return "cpu"
         if isinstance(v, torch.Generator) and v.device.type == "neuron":
-            return None
+            return _cpu_generator_of(v)
         return v
 
     cpu_args = [to_cpu(a) for a in args]

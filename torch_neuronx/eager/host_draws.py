@@ -34,7 +34,10 @@ def run(spec: OpSpec, args: tuple, kwargs: dict, gen: torch.Generator):
     for name in spec.written:  # in-place self, out=: the CPU tensor gets the drawn values
         original = spec.arg_value(args, kwargs, name)
         if original is not None:
-            original.copy_(spec.arg_value(moved_args, moved_kwargs, name))
+            drawn = spec.arg_value(moved_args, moved_kwargs, name)
+            if original.shape != drawn.shape:  # an out= the op resized (randperm(n, out=...))
+                original.resize_(drawn.shape)
+            original.copy_(drawn)
     results = out if isinstance(out, tuple) else (out,)
     back = []
     for r, written in zip(results, spec.returns):

@@ -305,6 +305,21 @@ def randperm_generator(n, generator, dtype, layout, device, pin_memory):
     return _randperm(n, dtype, generator)
 
 
+# The out= forms take their dtype from `out` (a factory's out variant drops dtype=, so the variant
+# rule does not derive them). `torch.randperm(n, generator=g)` reaches generator_out, and so does a
+# DataLoader's RandomSampler given a neuron generator.
+# randperm.out(SymInt n, *, Tensor(a!) out) -> Tensor(a!)
+@lower(aten.randperm.out, rng=True)
+def randperm_out(n, out, key):
+    return _randperm(n, None, key).astype(out.dtype)
+
+
+# randperm.generator_out(SymInt n, *, Generator? generator, Tensor(a!) out) -> Tensor(a!)
+@lower(aten.randperm.generator_out)
+def randperm_generator_out(n, generator, out):
+    return _randperm(n, None, generator).astype(out.dtype)
+
+
 # searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None) -> Tensor
 # searchsorted.Scalar(Tensor sorted_sequence, Scalar self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None) -> Tensor
 @lower(aten.searchsorted.Tensor, aten.searchsorted.Scalar)

@@ -21,13 +21,34 @@ _NO_NUMPY = {torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
 
 
 def torch_to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A CPU tensor's data as numpy (no copy for contiguous tensors)."""
+    """A CPU tensor's data as numpy (no copy)."""
     t = t.detach().resolve_conj().resolve_neg()
-    if t.dtype in _NO_NUMPY:
-        tview, _ = _VIEW_AS_INT[t.element_size()]
-        return t.contiguous().view(tview).numpy().view(to_numpy_dtype(t.dtype))
-    to_numpy_dtype(t.dtype)  # raises a clear error for dtypes we do not carry
-    return t.numpy()
+    dtype = to_numpy_dtype(t.dtype)  # raises a clear error for dtypes we do not carry
+    if t.dtype in _NO_NUMPY:  # numpy has no such type code: the bytes as integers, viewed as ml_dtypes'
+        _, nview = _VIEW_AS_INT[t.element_size()]
+        return _host_view(t, np.dtype(nview)).view(dtype)
+    return _host_view(t, dtype)
+
+
+class _HostView:
+    """numpy's view of a CPU tensor's memory. `Tensor.numpy()` would mark the storage non-resizable for
+    good, so a user's tensor once moved to neuron could no longer be resized (`out=` arguments, a
+    CPU tensor a neuron generator fills), which a copy to CUDA never does. The view holds the tensor:
+    its memory lives as long as the array."""
+
+    __slots__ = ("__array_interface__", "tensor")
+
+    def __init__(self, t: torch.Tensor, dtype: np.dtype):
+        size = t.element_size()
+        self.tensor = t
+        self.__array_interface__ = {"data": (t.data_ptr(), False), "shape": tuple(t.shape), "typestr": dtype.str,
+                                    "strides": tuple(s * size for s in t.stride()), "version": 3}
+
+
+def _host_view(t: torch.Tensor, dtype: np.dtype) -> np.ndarray:
+    if t.numel() == 0:  # no memory to view (its data pointer may be null)
+        return np.empty(tuple(t.shape), dtype)
+    return np.asarray(_HostView(t, dtype))
 
 
 # XLA's CPU client aliases host memory aligned to 64 bytes instead of copying it (numpy aligns to
