@@ -160,6 +160,9 @@ def _arg_sig(call: _Call, value, kind, name):
     if kind == _SCALAR or (kind == _TENSOR and type(value) in NUMBER_TYPES):
         if value is None:
             return None
+        if type(value) in (list, tuple):  # a traced Scalar[] (`dynamic=`): each number traced
+            call.scalars.extend(value)
+            return ("S[]",) + tuple(map(type, value))
         call.scalars.append(value)
         return type(value)
     if kind == _GENERATOR:
@@ -437,6 +440,10 @@ class _OutputPlan:
             if isinstance(real, _Tensor):
                 self.written.append(call.layouts[tensor_index[id(real)]])
                 self.take.append((n_own + k, None))
+            elif isinstance(real, (list, tuple)):  # a Tensor(a!)[]: the lowering's list, item by item
+                for j, t in enumerate(real):
+                    self.written.append(call.layouts[tensor_index[id(t)]])
+                    self.take.append((n_own + k, j))
         self.write_slots = []
         for lay in self.written:
             if lay.slot not in self.write_slots:
@@ -468,6 +475,10 @@ class _OutputPlan:
             if isinstance(meta, _Tensor) and isinstance(spec.arg_value(args, kwargs, name), _Tensor):
                 _check_no_overlap(spec, meta, name)
                 written_types.append((meta.dtype, tuple(meta.shape)))
+            elif isinstance(meta, (list, tuple)):  # a Tensor(a!)[] (in-place foreach, fused optimizers)
+                for m in meta:
+                    _check_no_overlap(spec, m, name)
+                    written_types.append((m.dtype, tuple(m.shape)))
         return cls(spec, args, kwargs, call, fresh, returns, written_types)
 
     def learned(self) -> tuple:
@@ -523,6 +534,8 @@ class _OpProgram:
             if isinstance(v, _Tensor):
                 return next(numbers) if v.device.type != "neuron" else next(values)
             if kind == _SCALAR or (kind == _TENSOR and type(v) in NUMBER_TYPES):
+                if type(v) in (list, tuple):  # a traced Scalar[]
+                    return [next(numbers) for _ in v]
                 return None if v is None else next(numbers)
             if isinstance(v, (list, tuple)) and any(isinstance(x, _Tensor) for x in v):
                 return [rebuild(x, _STATIC) if isinstance(x, _Tensor) else x for x in v]

@@ -1,11 +1,12 @@
-"""Meta kernels PyTorch lacks (the histograms, fractional_max_pool3d_backward, and the linalg ones
-`ops.linalg_decomp` defines): the executor, like compiled graphs, learns result shapes and dtypes
-from meta."""
+"""Meta kernels PyTorch lacks (the histograms, fractional_max_pool3d_backward, the linalg ones
+`ops.linalg_decomp` defines, the fused optimizers' ones `ops.optim` defines): the executor, like
+compiled graphs, learns result shapes and dtypes from meta."""
 from __future__ import annotations
 
 import torch
 
 from ..ops.linalg_decomp import META_FUNCTIONS as LINALG_META_FUNCTIONS
+from ..ops.optim import META_FUNCTIONS as OPTIM_META_FUNCTIONS
 
 aten = torch.ops.aten
 
@@ -68,4 +69,5 @@ META_KERNELS = {
     aten._histogramdd_from_bin_cts.default: _meta_histogramdd_from_bin_cts,
     aten._histogramdd_from_bin_tensors.default: _meta_histogramdd_from_bin_tensors,
     **LINALG_META_FUNCTIONS,
+    **OPTIM_META_FUNCTIONS,
 }

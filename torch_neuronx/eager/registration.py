@@ -44,15 +44,22 @@ def _kernel(op):
     run = executor.run
     failed = executor.LoweringFailed
     spec = None
+    returns_nothing = not op._schema.returns  # `-> ()` (in-place foreach ops): the dispatcher wants None
+    # a foreach op given tensors of several devices (`_foreach_copy_` from the host, addcmul's packed
+    # scalars on the CPU, as CUDA takes them): PyTorch's own per-tensor path, as the CPU runs it
+    mixed = executor.DeviceMismatch if op.name().startswith("aten::_foreach_") else ()
 
     def kernel(*args, **kwargs):
         nonlocal spec
         if spec is None:
             spec = spec_for(op)
         try:
-            return run(spec, args, kwargs)
+            result = run(spec, args, kwargs)
+        except mixed:
+            result = op._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, *args, **kwargs)
         except failed as e:
-            return fallback.recover(op, args, kwargs, e)
+            result = fallback.recover(op, args, kwargs, e)
+        return None if returns_nothing else result
 
     kernel.__name__ = f"neuron_{op}"
     return kernel

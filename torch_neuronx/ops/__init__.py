@@ -9,7 +9,8 @@ softmax, segment_reduce, hash_tensor), linalg (matrix products, trace), linalg_d
 decompositions and solvers), norm (batch/layer/group norm), shape (copying shape ops), views,
 indexing (gathers, scatters, embeddings), sorting, histogram, conv (convolution, im2col/col2im),
 pooling, resample (upsampling, padding, grid sampling), distance (cdist/pdist), fft, loss
-(ctc_loss), factory, random, attention, special (torch.special's functions).
+(ctc_loss), factory, random, attention, special (torch.special's functions), optim (the `_foreach_*`
+family, the fused optimizers, GradScaler's ops).
 
 Modules with no lowerings, shared by the families: _registry (the table, `lower`, `require`),
 dtypes (PyTorch's conversion and compute-dtype rules), promotion (type promotion), dims (dim
@@ -42,6 +43,7 @@ FAMILIES = (
     "random",
     "attention",
     "special",
+    "optim",  # last: its foreach rule maps the other families' per-tensor lowerings
 )
 
 from ..runtime.lazy_jax import deferring

@@ -5,7 +5,8 @@ order, defaults filled in (`normalize`). Tensors arrive as jax arrays of the ten
 logical shape, `Tensor[]` as lists, `Scalar`s as 0-d jax values (weakly typed, so they never widen
 a float32 or bfloat16 result), unless named in `static=` (then they arrive as Python numbers, for
 scalars that shape the output). `float` arguments named in `dynamic=` arrive traced too (values
-that vary from call to call, such as a random op's bounds). A random op whose schema has no
+that vary from call to call, such as a random op's bounds), and `Scalar[]` ones as lists of traced
+numbers (a foreach op's per-tensor scalars: Adam's step sizes change every step). A random op whose schema has no
 Generator (native_dropout) asks for a key with `rng=True`: it comes as an extra last argument,
 drawn from the device's default generator. Every other argument (int, int[], float, bool, str, ScalarType,
 Device...) arrives as the Python value; a `Generator?` argument arrives as a jax PRNG key drawn
@@ -32,7 +33,7 @@ class Lowering:
     op: torch._ops.OpOverload
     fn: Callable
     static: frozenset  # Scalar arguments passed as Python values (they shape the result)
-    dynamic: frozenset = frozenset()  # float arguments passed traced (values that vary call to call)
+    dynamic: frozenset = frozenset()  # float (and Scalar[]) arguments passed traced (values that vary call to call)
     rng: bool = False  # takes a PRNG key as an extra last argument (random ops without a Generator)
     # a user's custom kernel (ops/custom.py): the digest of its code, part of every key that runs it
     # (the package's own lowerings are keyed by the package's sources instead)

@@ -53,8 +53,8 @@ def arg_kind(arg, lowering) -> ArgKind:
         return ArgKind.STATIC
     if t in ("number", "Optional[number]"):
         return ArgKind.SCALAR
-    if lowering is not None and arg.name in lowering.dynamic and t in ("float", "Optional[float]"):
-        return ArgKind.SCALAR
+    if lowering is not None and arg.name in lowering.dynamic and t in ("float", "Optional[float]", "List[number]"):
+        return ArgKind.SCALAR  # a Scalar[] so named is a list of traced numbers (foreach ops' ScalarList)
     return ArgKind.STATIC
 
 
@@ -83,6 +83,8 @@ def call_lowering(spec, args: list, kwargs: dict, key=None) -> tuple:
     for i in spec.traced_numbers:
         if i < len(call_args) and type(call_args[i]) in NUMBER_TYPES:
             call_args[i] = jnp.asarray(call_args[i])
+        elif i < len(call_args) and isinstance(call_args[i], (list, tuple)):  # a traced Scalar[]
+            call_args[i] = [jnp.asarray(v) if type(v) in NUMBER_TYPES else v for v in call_args[i]]
     if spec.rng_key:
         call_args.append(key)
     results = target_policy.call(spec, call_args)  # TorchNeuron's 64-bit policy under a target

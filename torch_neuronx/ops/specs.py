@@ -38,8 +38,10 @@ class OpSpec:
         # per schema return: the name of the argument it returns, or None for a fresh tensor
         self.returns = [r.alias_info and by_alias.get(frozenset(r.alias_info.before_set)) for r in schema.returns]
         self.single_return = len(schema.returns) == 1
-        # one Tensor[] return: the lowering returns a list, which is that one return
-        self.list_return = self.single_return and str(schema.returns[0].type) == "List[Tensor]"
+        # the lowering's (the functional overload's) one Tensor[] return: it returns a list, which is
+        # that one return (also for an in-place `_foreach_add_`, which returns nothing itself)
+        returns = functional._schema.returns
+        self.list_return = len(returns) == 1 and str(returns[0].type) == "List[Tensor]"
         # a Generator argument left out still needs a key drawn from the default generator
         gens = [i for i, k in enumerate(self.kinds) if k == ArgKind.GENERATOR]
         self.generator = (gens[0], self.arg_names[gens[0]]) if gens else None
