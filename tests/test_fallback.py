@@ -70,6 +70,26 @@ def test_fallback_inplace_writes_back_into_the_view():
     assert torch_neuronx.get_fallback_ops() == {"neuron_fallback_test.blend.out": 1}
 
 
+@pytest.mark.cpu_fallback
+def test_fallback_writes_back_every_tensor_of_a_written_list():
+    # _fused_adagrad_ has no lowering: it writes lists of tensors (params, state sums) and returns
+    # nothing; on the host every item must come back, as the CPU's own Adagrad(fused=True) updates them
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(4, 3)
+    dev = torch.nn.Linear(4, 3).to("neuron")
+    dev.load_state_dict(cpu.state_dict())
+    opts = [torch.optim.Adagrad(m.parameters(), lr=0.1, fused=True) for m in (cpu, dev)]
+    x = torch.randn(5, 4)
+    for _ in range(3):
+        for model, opt, inp in ((cpu, opts[0], x), (dev, opts[1], x.to("neuron"))):
+            opt.zero_grad()
+            model(inp).pow(2).sum().backward()
+            opt.step()
+    for a, b in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-5, atol=1e-6)
+    assert torch_neuronx.get_fallback_ops() == {"aten._fused_adagrad_.default": 3}
+
+
 def test_fallback_is_an_error_by_default_in_this_suite():
     """The suite's policy (conftest): a refused fallback raises and is counted as refused."""
     x = torch.rand(3, device="neuron")

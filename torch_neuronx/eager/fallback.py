@@ -110,6 +110,14 @@ def cpu_fallback(op, args, kwargs):
     return _on_cpu(op, args, kwargs)
 
 
+def _write_back(orig: torch.Tensor, new: torch.Tensor) -> None:
+    """What the host op wrote into its CPU copy, into the neuron tensor it copied."""
+    if orig.device.type == "neuron":
+        if tuple(orig.shape) != tuple(new.shape):
+            orig.resize_(new.shape)
+        orig.copy_(new)
+
+
 def _cpu_generator_of(gen: torch.Generator) -> torch.Generator:
     """A CPU generator seeded by one draw of the neuron generator `gen`: the host op's numbers
     follow the neuron seed (the same seed and offset give the same numbers) and advance it, as an op
@@ -147,10 +155,12 @@ def _on_cpu(op, args, kwargs):
         if a.alias_info is not None and a.alias_info.is_write:
             orig = args[i] if i < len(args) else kwargs.get(a.name)
             new = cpu_args[i] if i < len(args) else cpu_kwargs.get(a.name)
-            if isinstance(orig, torch.Tensor) and orig.device.type == "neuron":
-                if tuple(orig.shape) != tuple(new.shape):
-                    orig.resize_(new.shape)
-                orig.copy_(new)
+            if isinstance(orig, torch.Tensor):
+                _write_back(orig, new)
+            elif isinstance(orig, (list, tuple)):  # a Tensor(a!)[] (in-place foreach, fused optimizers)
+                for o, n in zip(orig, new):
+                    if isinstance(o, torch.Tensor):
+                        _write_back(o, n)
             by_alias[frozenset(a.alias_info.before_set)] = orig
 
     def to_device(v):
@@ -161,6 +171,8 @@ def _on_cpu(op, args, kwargs):
         return v
 
     rets = schema.returns
+    if not rets:  # `-> ()`: the dispatcher wants None
+        return None
     if len(rets) == 1:
         r = rets[0]
         if r.alias_info is not None and frozenset(r.alias_info.before_set) in by_alias:
