@@ -72,7 +72,8 @@ def pytest_configure(config):
 LONG_FILES = (
     "test_tensor_parallel.py", "test_compile.py", "test_cache.py", "test_pipelines_sdxl_pixart.py",
     "test_examples.py", "test_process_group.py", "test_dtensor.py", "test_compile_distributed.py",
-    "test_lowerings_resample.py", "test_distributed.py", "test_pipeline.py",
+    "test_lowerings_resample.py", "test_distributed.py", "test_pipeline.py", "test_training_distributed.py",
+    "test_lora_training.py",
 )
 
 
