@@ -77,7 +77,36 @@ LONG_FILES = (
 )
 
 
-def pytest_collection_modifyitems(config, items):
+# Cases the default run leaves to `-m slow` (the run must stay under 20 minutes on 2 cores), each with what
+# still covers its path by default. Node ids, so a parametrized case can go alone.
+SLOW_CASES = frozenset({
+    # compiled pipelines: PixArt's compiled case and the page's compiled example cover them
+    "tests/test_pipelines_sdxl_pixart.py::test_compiled_matches_cpu[sdxl]",
+    "tests/test_pipelines_sdxl_pixart.py::test_eager_bfloat16_matches_cpu[pixart]",
+    "tests/test_pipeline.py::test_bfloat16_compiled_matches_cpu",  # the page's compiled example is bf16
+    # the compiled sweep of the heaviest resampling cases (their eager runs and float64 compiled stay)
+    "tests/test_lowerings_resample.py::test_upsample_interp_uint8[compiled]",
+    "tests/test_lowerings_resample.py::test_upsample_bilinear_bicubic2d[bicubic-dtype0-compiled]",
+    "tests/test_lowerings_resample.py::test_upsample_bilinear_bicubic2d[bicubic-dtype1-compiled]",
+    # child processes that repeat a disk-cache round trip other default tests make
+    "tests/test_target.py::test_the_disk_cache_keeps_an_executable_per_target",
+    "tests/test_custom_kernels.py::test_a_new_process_loads_the_kernels_executables_from_disk_and_an_edit_compiles",
+    "tests/test_fusion.py::test_a_new_process_takes_each_ops_output_plan_from_disk_and_runs_no_meta_kernel",
+    "tests/test_estimate.py::test_recompiles_are_counted_per_op_and_warned_under_a_target",
+    "tests/test_torchneuron_settings.py::test_an_entries_bound_evicts",  # the size bound's test evicts too
+    "tests/test_lora_hotswap.py::test_a_hot_swapped_adapter_matches_the_cpu_without_a_recompile[dynamic_default]",
+    # a 2^31-element tensor (8 GiB of host memory)
+    "tests/test_large.py::test_tensor_past_2_31_elements",
+    # two torchrun nodes on loopback (the one-node rendezvous runs in every distributed test)
+    "tests/test_process_group.py::test_two_nodes_on_loopback_meet_through_the_rendezvous",
+})
+
+
+@pytest.hookimpl(tryfirst=True)  # the marks go on before `-m 'not slow'` deselects
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        if item.nodeid in SLOW_CASES:
+            item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: file order kept otherwise
 
