@@ -95,6 +95,11 @@ SLOW_CASES = frozenset({
     "tests/test_estimate.py::test_recompiles_are_counted_per_op_and_warned_under_a_target",
     "tests/test_torchneuron_settings.py::test_an_entries_bound_evicts",  # the size bound's test evicts too
     "tests/test_lora_hotswap.py::test_a_hot_swapped_adapter_matches_the_cpu_without_a_recompile[dynamic_default]",
+    # two of the four opt levels (-O1, the default, and -O2 stay; test_each_opt_level_is_its_own_key keys all)
+    "tests/test_torchneuron_settings.py::test_the_opt_level_changes_the_compile_options_and_the_key[env1-0]",
+    "tests/test_torchneuron_settings.py::test_the_opt_level_changes_the_compile_options_and_the_key[env3-3]",
+    "tests/test_hf_stack.py::test_generate_greedy_matches_cpu[static]",  # the dynamic KV cache stays
+    "tests/test_estimate.py::test_target_figures_can_be_overridden",  # a child process; test_settings parses it
     # a 2^31-element tensor (8 GiB of host memory)
     "tests/test_large.py::test_tensor_past_2_31_elements",
     # two torchrun nodes on loopback (the one-node rendezvous runs in every distributed test)
