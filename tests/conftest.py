@@ -84,6 +84,7 @@ SLOW_CASES = frozenset({
     "tests/test_pipelines_sdxl_pixart.py::test_compiled_matches_cpu[sdxl]",
     "tests/test_pipelines_sdxl_pixart.py::test_eager_bfloat16_matches_cpu[pixart]",
     "tests/test_pipeline.py::test_bfloat16_compiled_matches_cpu",  # the page's compiled example is bf16
+    "tests/test_pipeline.py::test_bfloat16_eager_matches_cpu",  # so is its eager example
     # the compiled sweep of the heaviest resampling cases (their eager runs and float64 compiled stay)
     "tests/test_lowerings_resample.py::test_upsample_interp_uint8[compiled]",
     "tests/test_lowerings_resample.py::test_upsample_bilinear_bicubic2d[bicubic-dtype0-compiled]",
