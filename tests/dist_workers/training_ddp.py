@@ -17,8 +17,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from training_support import (
-    DIM, MLP, Net, assert_close, batch, build, check, full, gloo_world, grads, init, loss_fn, max_diff,
-    mean_over_ranks, params, same_run,
+    DIM, MLP, Net, assert_close, batch, build, check, full, gloo_world, grads, init, loss_fn, max_diff, params,
+    record_step, same_run,
 )
 
 RANK, WORLD = init()
@@ -52,10 +52,7 @@ def train(job, model, steps=3, *, opt="adamw", ddp=None, hook=None, micro=1, seq
             else:
                 loss = loss_fn(wrapped(x.to(device)), y.to(device))
                 loss.backward()
-        record["losses"].append(mean_over_ranks(loss, group))
-        record["grads"].append(grads(module))
-        optim.step()
-        optim.zero_grad()
+        record_step(record, loss, module, optim, group)
     record["params"] = params(module)
     record["buffers"] = [full(b) for b in module.buffers()]
     record["ddp"] = wrapped

@@ -22,8 +22,8 @@ from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully
 from torch.distributed.tensor import DTensor, Shard
 
 from training_support import (
-    Net, assert_close, batch, build, check, gloo_world, global_batch, grads, init, loss_fn, max_diff,
-    mean_over_ranks, params, same_run,
+    Net, assert_close, batch, build, check, gloo_world, global_batch, init, loss_fn, max_diff, mean_over_ranks,
+    params, record_step, same_run,
 )
 
 RANK, WORLD = init()
@@ -62,10 +62,7 @@ def train(job, model, steps=3, *, seed=None, on_forward=None, wrap=None, **fsdp)
             on_forward(module)
         loss = loss_fn(out, y.to(device))
         loss.backward()
-        record["losses"].append(mean_over_ranks(loss, group))
-        record["grads"].append(grads(module))
-        optim.step()
-        optim.zero_grad()
+        record_step(record, loss, module, optim, group)
     record["params"] = params(module)
     return record
 
@@ -123,10 +120,7 @@ def prefetch_and_accumulate():
                 x, y = batch(2 * step + micro, RANK)
                 loss = loss_fn(module(x.to(device)), y.to(device))
                 loss.backward()
-            record["losses"].append(mean_over_ranks(loss, group))
-            record["grads"].append(grads(module))
-            optim.step()
-            optim.zero_grad()
+            record_step(record, loss, module, optim, group)
         record["params"] = params(module)
         # FSDP2's communication streams, made through the device module (torch.neuron.Stream)
         ctx = module._get_fsdp_state()._comm_ctx

@@ -15,7 +15,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from training_support import Net, batch, build, check, finish, grads, init, loss_fn, mean_over_ranks, params, same_run
+from training_support import Net, batch, build, check, finish, init, loss_fn, params, record_step, same_run
 
 RANK, WORLD = init(timeout=180)
 assert WORLD == 4, "run with 4 ranks"
@@ -61,10 +61,7 @@ def train(job, model, steps=3):
         x, y = batch(step, dp)
         loss = loss_fn(module(x.to(device)), y.to(device))
         loss.backward()
-        record["losses"].append(mean_over_ranks(loss, group))
-        record["grads"].append(grads(module))
-        optim.step()
-        optim.zero_grad()
+        record_step(record, loss, module, optim, group)
     record["params"] = params(module)
     return record
 

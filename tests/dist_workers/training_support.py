@@ -134,6 +134,14 @@ def mean_over_ranks(value: torch.Tensor, group=None) -> float:
     return float(t) / dist.get_world_size(group)
 
 
+def record_step(record: dict, loss, module, optim, group=None) -> None:
+    """A step's loss (the ranks' mean) and gradients into `record`, then the optimizer's step."""
+    record["losses"].append(mean_over_ranks(loss, group))
+    record["grads"].append(grads(module))
+    optim.step()
+    optim.zero_grad()
+
+
 def full(t):
     if t is None:
         return None
