@@ -101,11 +101,15 @@ def _is_random(node) -> bool:
     return any(str(a.type) in ("Generator", "Optional[Generator]") for a in op._schema.arguments)
 
 
+def _items(node) -> dict:
+    """index -> the node that takes that item of `node`'s tuple result (its getitem users)."""
+    return {u.args[1]: u for u in node.users if u.target is operator.getitem}
+
+
 def _concrete_rng_states(nodes) -> None:
     """The partitioner's sample RNG state (`torch.get_rng_state()` made fake) gets a symbolic size
     in a static graph; the state is a value of fixed size, so its nodes get their size's hint."""
-    states = [u for n in nodes if n.target is _RUN_AND_SAVE_RNG_STATE for u in n.users
-              if u.target is operator.getitem and u.args[1] == 0]
+    states = [_items(n)[0] for n in nodes if n.target is _RUN_AND_SAVE_RNG_STATE and 0 in _items(n)]
     states += [n.args[0] for n in nodes if n.target is _RUN_WITH_RNG_STATE]
     for node in states:
         val = node.meta.get("val")
@@ -623,13 +627,9 @@ class _Tracer:
     def _run_and_save_rng_state(self, node, args, kwargs, key):
         """(the state, the random op's result drawn with `key`)."""
         op = args[0]
-        state_val = result_val = None
-        for user in node.users:
-            if user.target is operator.getitem:
-                if user.args[1] == 0:
-                    state_val = user.meta.get("val")
-                else:
-                    result_val = user.meta.get("val")
+        items = _items(node)
+        state_val = items[0].meta.get("val") if 0 in items else None
+        result_val = items[1].meta.get("val") if 1 in items else None
         data = jax.random.key_data(key).reshape(-1)
         state = jax.lax.bitcast_convert_type(data, jnp.uint8).reshape(-1)
         if state_val is not None:  # a CPU generator's state, as the partitioner's sample says
@@ -645,8 +645,9 @@ class _Tracer:
         key = jax.random.wrap_key_data(words, impl="threefry2x32")
         val = node.meta.get("val")
         if val is None:  # the partitioner's node has none: its users (getitem per result) have them
-            items = {u.args[1]: u.meta.get("val") for u in node.users if u.target is operator.getitem}
-            val = tuple(items.get(i) for i in range(max(items) + 1)) if items else None
+            items = _items(node)
+            if items:
+                val = tuple(items[i].meta.get("val") if i in items else None for i in range(max(items) + 1))
         return self._call(node, op, list(args[2:]), dict(kwargs), key, val)
 
     def _with_effects(self, node, op, args, kwargs):
