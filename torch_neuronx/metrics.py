@@ -28,9 +28,14 @@ def cache_miss(namespace: str, name: str) -> None:
         _misses[name] += 1
 
 
+_built_kinds: collections.Counter = collections.Counter()  # never cleared: a process's totals
+_loaded_kinds: collections.Counter = collections.Counter()
+
+
 def built(namespace: str, name: str, seconds: float) -> None:
     """An executable compiled (`acquire`): per eager op, or a fused run (a graph's compile is counted
-    with its details by `graph_compiled`)."""
+    with its details by `graph_compiled`); and per kind."""
+    _built_kinds[namespace] += 1
     if namespace == "op":
         _compiles[name] += 1
         _compile_s[name] += seconds
@@ -40,7 +45,9 @@ def built(namespace: str, name: str, seconds: float) -> None:
 
 
 def loaded(namespace: str, name: str) -> None:
-    """An executable loaded from the disk cache (`acquire`): a fused run's, or a graph's (no lowering, no XLA)."""
+    """An executable loaded from the disk cache (`acquire`): a fused run's, or a graph's (no lowering, no XLA);
+    and per kind."""
+    _loaded_kinds[namespace] += 1
     if namespace == "run":
         _fusion["loaded"] += 1
     elif namespace == "graph":
@@ -174,7 +181,8 @@ def disk_written(kind: str, nbytes: int) -> None:
 
 
 def cache_event(what: str, n: int = 1) -> None:
-    """`memory_evictions`, `disk_evictions`, `bad_entries` (removed and compiled again),
+    """`memory_evictions`, `disk_evictions`, `bad_entries` (removed and compiled again), `unready_entries`
+    (entries left on disk whose custom-call targets this process could not make ready: compiled again),
     `unstorable` (executables that cannot be serialized), `write_failures`."""
     _disk[what] += n
 
@@ -184,7 +192,7 @@ def executable_cache_stats() -> dict:
     seconds and their median, bytes), writes, evictions from memory and from disk, bad entries."""
     stats = {k: _disk[k] for k in ("disk_hits", "disk_misses", "disk_writes", "disk_bytes_read",
                                    "disk_bytes_written", "memory_evictions", "disk_evictions",
-                                   "bad_entries", "unstorable", "write_failures")}
+                                   "bad_entries", "unready_entries", "unstorable", "write_failures")}
     for kind in ("op", "graph", "run"):
         stats[f"{kind}_disk_hits"] = _disk[f"{kind}_disk_hits"]
         stats[f"{kind}_disk_misses"] = _disk[f"{kind}_disk_misses"]
@@ -272,6 +280,15 @@ def executable_counts() -> dict:
         "runs_compiled": _fusion["compiled"], "runs_compile_s": _fusion["compile_s"],
         "runs_loaded": _disk["run_disk_hits"], "load_s": _disk["disk_load_s"],
     }
+
+
+def executables_by_kind() -> dict:
+    """Since the process started (never cleared): executables compiled and loaded from the disk cache per
+    kind (the cache namespace: "op", "run", "graph", "dynamic", ...), and `xla_compiles`, every program
+    XLA compiled in the process, whoever asked (a warm process that loads everything compiles none)."""
+    from .runtime import executables
+
+    return {"compiled": dict(_built_kinds), "loaded": dict(_loaded_kinds), "xla_compiles": executables.xla_compiles()}
 
 
 def native_kernel_stats() -> dict[str, dict]:

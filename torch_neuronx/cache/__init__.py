@@ -35,7 +35,7 @@ import warnings
 from typing import NamedTuple
 
 from .. import metrics
-from ..runtime import config, executables, profiling
+from ..runtime import config, custom_calls, executables, profiling
 from . import artifacts, keys
 from .memory import MemoryCache
 from .keys import Key
@@ -91,6 +91,7 @@ class ExecutableCache:
         self._environment = None
         self._checked = disk is None  # whether loading from disk was tried on this host
         self._evicted_since_clear = 0
+        self._unready_warned: set = set()  # what Unready said, warned about once each
         self._lock = threading.Lock()
         # the last key spelled and its spelling: one acquisition locks, loads and saves the same key,
         # and a fused run's key is thousands of values long
@@ -178,6 +179,13 @@ class ExecutableCache:
         try:
             meta, blob = pickle.loads(body)
             exe = executables.load(blob, key.device)
+        except custom_calls.Unready as e:  # not bad: compiled here (and stored over), kept for others
+            metrics.cache_event("unready_entries")
+            if e.args[0] not in self._unready_warned:
+                self._unready_warned.add(e.args[0])
+                warnings.warn(f"torch_neuronx: the cached executable of {name} ({digest[:16]}) is compiled again "
+                              f"instead of loaded: {e}", RuntimeWarning, stacklevel=4)
+            return None
         except Exception as e:  # XLA may reject a CPU executable it wrote itself (jax issue 38445)
             self.disk.remove(self.disk.path(digest))
             self._bad(digest, name, f"it could not be loaded: {type(e).__name__}: {e}")

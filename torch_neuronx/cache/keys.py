@@ -1,6 +1,7 @@
 """What names an executable on disk: the value key of the call or graph, behind everything else that
 changes what XLA builds (the cache format, this package's code, torch's, jax's and jaxlib's versions,
-the platform and device kind, the XLA flags and jax settings that reach a program). Nothing that does
+the platform, its version and device kind, the CPU's instruction-set extensions, the XLA flags and jax
+settings that reach a program). Nothing that does
 not change the executable is in it: no device index (`ops.protocol.key_bytes` spells every neuron
 device alike), no path, no process."""
 from __future__ import annotations
@@ -92,7 +93,8 @@ def jax_settings() -> tuple:
 def environment(platform: str, device_kind: str, versions: tuple | None = None) -> tuple:
     """Everything but the value key that an entry's key covers, as a value."""
     return (("format", FORMAT),) + (package_versions() if versions is None else versions) + (
-        ("platform", platform), ("device_kind", device_kind), ("xla_flags", xla_flags()), ("jax", jax_settings()),
+        ("platform", platform), ("device_kind", device_kind)) + executables.built_for() + (
+        ("xla_flags", xla_flags()), ("jax", jax_settings()),
         ("native_kernels", native_kernels.key()), ("value_checks", value_checks.ENABLED), ("target", targets.key()),
         ("opt_level", executables.opt_level()))
 

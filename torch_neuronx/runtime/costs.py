@@ -244,15 +244,16 @@ def _custom_call_flops(target: str, outputs, operands, rest: str) -> float:
     return 0.0
 
 
-def analyze(compiled) -> Cost | None:
+def analyze(compiled, hlo: str | None) -> Cost | None:
     """The Cost of a jax `Compiled` (None where the platform has no cost analysis), from its optimized
-    program: XLA's analysis, and the products read off the program's text (every call inlined, so each
-    product appears as often as it runs)."""
+    program (`hlo`, its text: None where the platform gives none): XLA's analysis, and the products
+    read off the program's text (every call inlined, so each product appears as often as it runs)."""
+    if hlo is None:
+        return None
     try:
         analysis = compiled.cost_analysis()
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else {}
-        hlo = compiled.as_text()
     except Exception:  # noqa: BLE001 (a platform without one: the executable has no estimate)
         return None
     products, counted = product_flops(hlo or "")

@@ -13,13 +13,14 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import re
 import time
 
 from .. import _C
-from . import config, costs, devices, profiling, storage
+from . import config, costs, custom_calls, devices, profiling, storage
 from .lazy_jax import jax
 
-FORMAT = 2  # bump when what `serialize` writes changes
+FORMAT = 3  # bump when what `serialize` writes changes
 
 
 # XLA's CPU backend compiles a small program about twice as fast without its fusion emitters, and
@@ -67,8 +68,35 @@ def compile_lowered(lowered, small: bool):
         compiled = lowered.compile()
     if not small:
         _release_compile_memory()
-    compiled._neuron_cost = costs.analyze(compiled)
+    hlo = optimized_text(compiled)
+    compiled._neuron_cost = costs.analyze(compiled, hlo)
+    compiled._neuron_targets = custom_calls.referenced(hlo) if hlo is not None else None
     return compiled
+
+
+def xla_compiles() -> int:
+    """How many programs XLA compiled in this process: every compile, not only `compile_lowered`'s (a jax op
+    run outside a program, a user's jax.jit), as jax reports them (`lazy_jax.load` listens)."""
+    from . import lazy_jax
+
+    return lazy_jax.xla_compiles
+
+
+def optimized_text(compiled) -> str | None:
+    """The text of XLA's optimized program (None: the platform gives none), which the cost analysis and
+    the record of custom-call targets read."""
+    try:
+        return compiled.as_text()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def targets_of(compiled) -> tuple | None:
+    """The registered custom-call targets the executable calls (`custom_calls.referenced`)."""
+    if not hasattr(compiled, "_neuron_targets"):
+        hlo = optimized_text(compiled)
+        compiled._neuron_targets = custom_calls.referenced(hlo) if hlo is not None else None
+    return compiled._neuron_targets
 
 
 def cost_of(compiled) -> "costs.Cost | None":
@@ -114,8 +142,8 @@ def serialize(compiled) -> bytes:
     except (ValueError, NotImplementedError, TypeError, pickle.PicklingError) as e:
         raise NotSerializable(str(e)) from e
     cost = cost_of(compiled)
-    return pickle.dumps((FORMAT, payload, in_tree, out_tree, None if cost is None else cost.stored()),
-                        protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps((FORMAT, payload, in_tree, out_tree, None if cost is None else cost.stored(),
+                         targets_of(compiled)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -140,16 +168,18 @@ class _Unpickler(pickle.Unpickler):
 
 
 def load(data: bytes, index: int):
-    """A `jax.stages.Compiled` on neuron:index from `serialize`'s bytes (raises what jax or XLA raise
-    when the bytes do not load on this host)."""
+    """A `jax.stages.Compiled` on neuron:index from `serialize`'s bytes, once every custom-call target
+    it calls is ready in this process (`custom_calls.prepare`: raises custom_calls.Unready where one
+    cannot be); raises what jax or XLA raise when the bytes do not load on this host."""
     import jaxlib.xla_client as xc
     import numpy as np
 
     fmt, *rest = pickle.loads(data)
     if fmt != FORMAT:
         raise ValueError(f"serialized executable format {fmt}, this package reads {FORMAT}")
-    payload, in_tree, out_tree, cost = rest
-    device = devices.jax_device(index)
+    payload, in_tree, out_tree, cost, targets = rest
+    device = devices.jax_device(index)  # starts jax (which registers the shim's targets) if not yet
+    custom_calls.prepare(targets)
     unpickler = _Unpickler(payload, device)
     unloaded, args_info_flat, no_kwargs = unpickler.load()
     if unpickler.xla_bytes is None or not hasattr(unloaded, "xla_executable"):
@@ -162,6 +192,7 @@ def load(data: bytes, index: int):
     compiled = jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat), out_tree,
                                    no_kwargs=no_kwargs)
     compiled._neuron_cost = None if cost is None else costs.Cost.from_stored(cost)
+    compiled._neuron_targets = targets
     return compiled
 
 
@@ -218,3 +249,42 @@ def clear_trace_caches() -> None:
 def device_kind(index: int = 0) -> str:
     """What kind of device neuron:index is (a CPU, a GPU model): part of every executable's key."""
     return devices.jax_device(index).device_kind
+
+
+# /proc/cpuinfo flags that name instruction-set extensions (x86): what code XLA generates for the host
+# may use. The rest (hypervisor, tsc_known_freq, ...) changes nothing an executable runs.
+_ISA_FLAG = re.compile(r"^(avx|sse|ssse|fma|f16c|bmi|adx|aes|amx|sha|vaes|vpclmul|pclmul|gfni|movbe|popcnt|abm|"
+                       r"lzcnt|xsave|cx16|cx8|mmx|prfchw|3dnow|rdrand|rdseed|clflushopt|clwb|movdir|serialize|"
+                       r"xop|fma4|tbm|sse4a|cmov|fxsr|erms|fsrm)")
+
+
+@functools.cache
+def built_for() -> tuple:
+    """What this process's executables are built for beyond the versions and the device kind, as a
+    value for every key's environment: the PJRT platform's version (a GPU plugin's CUDA, say) and, on
+    the CPU platform, the machine and its instruction-set extensions. XLA compiles for the host's
+    features, so an executable stored on an AVX-512 machine may not run on an AVX2 one sharing the
+    cache folder: each gets its own entries."""
+    import platform
+
+    out = (("platform_version", str(devices.jax_device(0).client.platform_version)),)
+    if config.platform() == "cpu":
+        out += (("machine", platform.machine()), ("cpu_features", _cpu_features()))
+    return out
+
+
+def _cpu_features() -> tuple:
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:  # not Linux: the processor's name is what there is
+        import platform
+
+        return (platform.processor(),)
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":  # x86: every extension and more
+            return tuple(sorted({f for f in value.split() if _ISA_FLAG.match(f)}))
+        if name.strip() == "Features":  # arm64: extensions only
+            return tuple(sorted(set(value.split())))
+    return ()

@@ -23,6 +23,15 @@ _jax = None
 _CPU_SCHEDULER = "xla_cpu_enable_concurrency_optimized_scheduler"
 
 
+xla_compiles = 0  # every program XLA compiled in this process (`executables.xla_compiles`)
+
+
+def _count_compiles(event, _seconds, **_kwargs):
+    global xla_compiles
+    if event == "/jax/core/compile/backend_compile_duration":  # jax's event for each XLA compile
+        xla_compiles += 1
+
+
 def load():
     """Import jax once, configured for PyTorch semantics (64-bit types on) and our device count."""
     global _jax
@@ -55,6 +64,7 @@ def load():
         from . import native_kernels
 
         native_kernels.register(jax)
+        jax.monitoring.register_event_duration_secs_listener(_count_compiles)
         _jax = jax
         return jax
 
