@@ -12,7 +12,6 @@ import torch
 from .. import metrics
 from ..ops.protocol import wrap_contiguous
 from ..runtime import storage, streams, transfer
-from ..runtime.lazy_jax import jnp
 from . import executor
 from ..ops.specs import spec_for
 
@@ -30,15 +29,9 @@ def device_flat(t: torch.Tensor):
     c = executor.run(spec_for(aten.clone.default), (t,), {"memory_format": torch.contiguous_format})
     storage.sync("device read")  # the clone may be queued (eager fusion)
     buf = storage.buffer(storage.storage_key(c))
-    if buf is None:  # nothing was ever written: zeros
-        return jnp.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype))
+    if buf is None:  # nothing was ever written: zeros (put, not made by a jax op: no compile)
+        return transfer.to_device(np.zeros((t.numel(),), transfer.to_numpy_dtype(t.dtype)), t.device.index)
     return buf
-
-
-def device_array(t: torch.Tensor):
-    """`t`'s values as a jax array of shape `t.shape` on its device."""
-    flat = device_flat(t)
-    return flat if t.dim() == 1 else flat.reshape(t.shape)
 
 
 def to_host(t: torch.Tensor) -> torch.Tensor:

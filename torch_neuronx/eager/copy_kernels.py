@@ -10,7 +10,7 @@ import torch
 
 from ..runtime import transfer
 from . import executor
-from .buffers import copy_into, device_array, item, to_host
+from .buffers import copy_into, device_flat, item, to_host
 from ..ops.specs import spec_for
 from ..ops.target_policy import refuse_complex_tensor
 
@@ -27,7 +27,7 @@ def copy_(self, src, non_blocking=False):
             return self
         if src.device.type == "neuron":
             moved = src.to(self.dtype).expand(self.shape)
-            arr = transfer.between_devices(device_array(moved).reshape(-1), self.device.index)
+            arr = transfer.between_devices(device_flat(moved), self.device.index)
         else:
             plain = src.dtype == self.dtype and src.shape == self.shape and src.is_contiguous()
             host = src if plain else src.to(self.dtype).expand(self.shape).contiguous()

@@ -2,7 +2,10 @@
 repeat_interleave with tensor repeats, the unique family, bincount).
 
 Each waits for the device once to learn its result's size (the count of True elements, of distinct
-values, the largest value), then runs as ordinary static-shape device ops.
+values, the largest value), then runs as ordinary static-shape device ops. The unique family's two
+programs are executables like any other: keyed in namespace "dynamic" by their inputs' layouts and
+static arguments, got through the one `ExecutableCache.acquire` (memory, the disk cache, else
+compiled) and launched through `executables.launch`.
 """
 from __future__ import annotations
 
@@ -11,12 +14,16 @@ import functools
 import torch
 
 from .. import metrics
+from ..cache import Built, Key, executable_cache
 from ..ops.protocol import wrap_contiguous
+from ..runtime import devices, executables
+from ..runtime.lazy_jax import jax
 from . import executor
-from .buffers import device_array, to_host
+from .buffers import device_flat, to_host
 from ..ops.specs import spec_for
 
 aten = torch.ops.aten
+DYNAMIC = "dynamic"  # the cache namespace of the unique family's programs
 
 _MASKS = (torch.bool, torch.uint8)
 
@@ -60,9 +67,10 @@ def index(self, indices):
 
 @functools.cache
 def _unique_programs():
-    """The two jitted device programs of every unique op (built on first use: no jax at import).
+    """The two device programs of every unique op (made on first use: no jax at import), pure functions
+    `_launch` compiles per layout.
 
-    `find(x, sort, rows)`: x is (N,) or, for the dim variants, (N, M) rows. Sorts it (stably;
+    `find(flat, shape, sort, rows)`: x (flat, shaped `shape`) is (N,) or, for the dim variants, (N, M) rows. Sorts it (stably;
     floats as PyTorch's sort orders them: -0.0 == 0.0, NaNs last) unless consecutive, marks the
     elements (rows) that differ from their predecessor (NaN differs from everything, as in
     PyTorch's `!=`), and counts the groups. `gather(x, perm, new, k)`: with the group count k known
@@ -70,7 +78,7 @@ def _unique_programs():
     each input element's group index, and each group's size."""
     import numpy as np
 
-    from ..runtime.lazy_jax import jax, jnp, lax
+    from ..runtime.lazy_jax import jnp, lax
 
     def keys_of(x):
         return x.astype(np.uint8) if x.dtype == np.bool_ else x
@@ -93,7 +101,8 @@ def _unique_programs():
         rank, _ = lax.scan(refine, jnp.zeros((n,), np.int64), x.T)
         return lax.sort((rank, iota), num_keys=1, is_stable=True)[1]
 
-    def find(x, sort: bool, rows: bool):
+    def find(flat, shape: tuple, sort: bool, rows: bool):
+        x = flat.reshape(shape)
         n = x.shape[0]
         iota = lax.iota(np.int64, n)
         if sort:
@@ -119,19 +128,34 @@ def _unique_programs():
         counts = jnp.diff(jnp.concatenate([starts, jnp.full((1,), n, np.int64)]))
         return out, inverse, counts
 
-    return (jax.jit(find, static_argnames=("sort", "rows")), jax.jit(gather, static_argnames=("k",)))
+    return find, gather
+
+
+def _launch(name: str, fn, arrays: tuple, static: dict, device: int):
+    """`fn(*arrays, **static)` on neuron:device, by the executable of these arrays' layouts and static
+    arguments (from memory, the disk cache, or compiled now)."""
+    value = (name,) + tuple((a.dtype.name, tuple(a.shape)) for a in arrays) + tuple(sorted(static.items()))
+
+    def build():
+        with devices.on_device(device):
+            lowered = jax.jit(functools.partial(fn, **static)).lower(*arrays)
+            compiled = executables.compile_lowered(lowered, small=True)
+        return Built(compiled, compiled, ())
+
+    compiled = executable_cache().acquire(Key(DYNAMIC, value, device), name, build, lambda found: found.executable)
+    return executables.launch(compiled, arrays, name, device)
 
 
 def _unique_core(x, sort: bool, rows: bool):
     """(output, inverse, counts) as jax arrays for x (N,) or (N, ...) rows (N > 0). One host
     synchronization: the number of groups."""
     find, gather = _unique_programs()
-    arr = device_array(x)
-    if rows:
-        arr = arr.reshape(x.shape[0], -1)
-    vals, perm, new, count = find(arr, sort=sort, rows=rows)
+    shape = (x.shape[0], x.numel() // x.shape[0]) if rows else (x.numel(),)
+    device = x.device.index
+    vals, perm, new, count = _launch("unique.find", find, (device_flat(x),),
+                                     {"shape": shape, "sort": sort, "rows": rows}, device)
     k = int(count)  # the one host synchronization
-    return gather(vals, perm, new, k=k)
+    return _launch("unique.gather", gather, (vals, perm, new), {"k": k}, device)
 
 
 def _empty_long(shape, device):
