@@ -33,6 +33,8 @@ import torch_neuronx  # noqa: E402
 
 
 FALLBACK_ENV = "TORCH_NEURONX_CPU_FALLBACK"
+# --warm-pass: the cold and warm passes of tests/warm_cache.py (idle otherwise)
+pytest_plugins = ("warm_cache",)
 
 
 @pytest.fixture

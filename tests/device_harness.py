@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import torch_neuronx
+import warm_cache
 from lowering_harness import tolerance
 
 
@@ -40,6 +41,7 @@ def check_device(fn, *args, atol=None, rtol=None, family=None, must_run=None, al
     assert not fell, f"fell back to the CPU: {fell}"
     for op in must_run or ():
         assert op in torch_neuronx.get_executed_ops(), f"{op} did not run on the device: {torch_neuronx.get_executed_ops()}"
+    warm_cache.record(got)
     wants, gots = _flat(want), _flat(got)
     assert len(wants) == len(gots)
     for w, g in zip(wants, gots):

@@ -48,6 +48,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see tests/conftest.py
 import torch  # noqa: E402  (autoloads torch_neuronx)
 
 import torch_neuronx  # noqa: E402
+import warm_cache  # noqa: E402
 from helpers import gen  # noqa: E402
 
 DEVICE = "neuron"
@@ -1257,6 +1258,7 @@ def run_entry(op, dtype: torch.dtype, *, max_samples: int = DEFAULT_MAX_SAMPLES,
                     # what PyTorch's own device-vs-CPU test (test_compare_cpu) does too: the sample's
                     # post-processing removes what is not well defined (e.g. the signs of eigenvectors)
                     got = sample.output_process_fn_grad(got)
+                    warm_cache.record(got)
                     random_sample = name in RANDOM_SAMPLES and RANDOM_SAMPLES[name][0](sample)
                     if random_sample:
                         compare(got, want, shape_only=True)
