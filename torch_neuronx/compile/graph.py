@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import cache, metrics
 from ..cache import Built, Key
@@ -198,6 +199,10 @@ class GraphProgram:
         self.nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.constants = [n for n in gm.graph.nodes if n.op == "get_attr"]
+        for n in self.constants:
+            value = getattr(gm, n.target, None)
+            if isinstance(value, torch.Tensor) and value.device.type == "neuron" and not _typed_whole_storage(value):
+                setattr(gm, n.target, _retyped(value))
         values = [getattr(gm, n.target, None) for n in self.constants]
         self.device_constants = [v if isinstance(v, torch.Tensor) and v.device.type == "neuron" else None for v in values]
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
@@ -387,6 +392,22 @@ def compiled_keys() -> list[tuple]:
 _NEURON_DEVICE = re.compile(r"device\(type='neuron', index=\d+\)")
 
 
+def _typed_whole_storage(t: torch.Tensor) -> bool:
+    """Whether `t` is its whole storage, held in a buffer of its own dtype (what a constant made by an
+    op is; one unpickled from an AOTAutograd record holds its storage's bytes)."""
+    key = storage.whole_storage_key(t)
+    buf = storage.buffer(key) if key else None
+    return buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype)
+
+
+def _retyped(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values in a storage of their own dtype, by a host round trip (no program to compile): a
+    graph's key describes each held constant's buffer, so the process that made the constant by an op
+    and one that unpickled it key the graph alike."""
+    with _disable_current_modes():  # the backend runs under AOTAutograd's fake and functional modes
+        return to_host(t).to(t.device)
+
+
 def structure_digest(gm) -> str | None:
     """A digest of what the graph computes: its code (a neuron device named without its index: the
     graph runs on its inputs' device), every value's dtype and layout as its fake value says (the
@@ -401,8 +422,11 @@ def structure_digest(gm) -> str | None:
                 return None
             h.update(f"{node.target}:{value.dtype}:{tuple(value.shape)}".encode())
             try:
-                host = to_host(value) if value.device.type == "neuron" else value
-                h.update(transfer.torch_to_numpy(host.contiguous()).tobytes())
+                # AOTAutograd calls the backend under its fake and functional modes: the host copy of a
+                # constant made under them would be one of theirs, with no data to read
+                with _disable_current_modes():
+                    host = to_host(value) if value.device.type == "neuron" else value
+                    h.update(transfer.torch_to_numpy(host.contiguous()).tobytes())
             except Exception:
                 return None
     for node in gm.graph.nodes:
