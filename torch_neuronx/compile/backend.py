@@ -21,7 +21,7 @@ import warnings
 import torch
 
 from ..ops.decompositions import decomposition_table
-from ..runtime import config, devices
+from ..runtime import config, devices, storage
 from . import aot_records, graph_argument_checks
 from .errors import NEFFCompilationError
 from .split import SplitProgram, program_for
@@ -209,6 +209,14 @@ def _aot_decompositions() -> dict:
 
 
 def _aot(gm, example_inputs, name, reason, fallback=None):
+    # the device work of compiling (AOTAutograd's copies of constants; none where a record loads) runs
+    # op by op, apart from the user's queued ops: their fused runs are then the same in a process that
+    # compiles the graph and in one that loads it from the disk cache
+    with storage.unfused():
+        return _aot_unfused(gm, example_inputs, name, reason, fallback)
+
+
+def _aot_unfused(gm, example_inputs, name, reason, fallback):
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 

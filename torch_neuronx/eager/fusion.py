@@ -259,7 +259,7 @@ def flush(reason: str = "host access") -> None:
             _flush(reason)
 
 
-storage.register_flush(flush)
+storage.register_flush(flush, disabled)
 
 
 def _flush(reason: str) -> None:

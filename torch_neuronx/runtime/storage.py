@@ -16,6 +16,7 @@ registers with `register_flush`) and applies the events.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import torch
@@ -100,13 +101,23 @@ class Lost(Pending):
 
 # eager fusion's flush(reason), registered once (`register_flush`); called by `sync` while ops are queued
 _flush = None
+_unfused = None  # eager fusion's context in which the calling thread's ops are not queued
 _queued = False
 
 
-def register_flush(flush) -> None:
-    """The function that runs queued ops (eager fusion's `flush(reason)`)."""
-    global _flush
-    _flush = flush
+def register_flush(flush, unfused) -> None:
+    """The function that runs queued ops (eager fusion's `flush(reason)`), and the context (a function
+    returning one) inside which the calling thread's eager ops each run on their own."""
+    global _flush, _unfused
+    _flush, _unfused = flush, unfused
+
+
+def unfused():
+    """A context inside which this thread's eager ops each run on their own, what was queued having run
+    first (and what they queued, after). For the device work of compiling a graph (AOTAutograd's copies
+    of constants, say), which a process that loads the graph instead never does: queued with the user's
+    ops it would make their fused runs differ between the two processes."""
+    return _unfused() if _unfused is not None else contextlib.nullcontext()
 
 
 def set_queued(queued: bool) -> None:
