@@ -75,7 +75,7 @@ def _unique_programs():
     elements (rows) that differ from their predecessor (NaN differs from everything, as in
     PyTorch's `!=`), and counts the groups. `gather(x, perm, new, k)`: with the group count k known
     on the host, the first element (row) of each group in sorted order (its first occurrence),
-    each input element's group index, and each group's size."""
+    each input element's group index, and each group's size; the first as a flat array."""
     import numpy as np
 
     from ..runtime.lazy_jax import jnp, lax
@@ -126,7 +126,7 @@ def _unique_programs():
         out = vals.at[starts].get(mode="promise_in_bounds")
         inverse = jnp.zeros((n,), np.int64).at[perm].set(group, mode="promise_in_bounds")
         counts = jnp.diff(jnp.concatenate([starts, jnp.full((1,), n, np.int64)]))
-        return out, inverse, counts
+        return out.reshape(-1), inverse, counts  # flat: a storage's buffer (rows of the dim variants too)
 
     return find, gather
 
@@ -190,7 +190,7 @@ def _unique_rows(name, self, dim, sort):
         raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
     moved = self.movedim(dim, 0)
     out, inverse, counts = _unique_core(moved, sort, True)
-    k = out.shape[0]
+    k = counts.shape[0]  # (out is flat: k rows)
     shape = (k,) + tuple(moved.shape[1:])
     output = wrap_contiguous(out, shape, self.dtype, dev).movedim(0, dim)
     return output, wrap_contiguous(inverse, (self.size(dim),), torch.long, dev), wrap_contiguous(counts, (k,), torch.long, dev)

@@ -237,9 +237,11 @@ _storage_key = storage.storage_key
 
 
 def wrap_contiguous(buf, sizes, dtype, device) -> torch.Tensor:
-    """A new row-major neuron tensor of shape `sizes` holding the values of jax array `buf`."""
+    """A new row-major neuron tensor of shape `sizes` holding the values of flat jax array `buf` (a
+    reshape here would be a jax op of its own: a compile per shape)."""
+    assert buf.ndim == 1, f"wrap_contiguous takes a flat buffer, not one of shape {buf.shape}"
     t = torch.empty(tuple(sizes), dtype=dtype, device=device)
-    storage.set_buffer(storage.storage_key(t), buf.reshape(-1))
+    storage.set_buffer(storage.storage_key(t), buf)
     return t
 
 
