@@ -22,7 +22,7 @@ from . import cache
 from .cache.store import DiskStore
 from .runtime import config
 
-KINDS = ("op", "run", "graph", "aot", "plan", "probe")
+KINDS = ("op", "run", "graph", "dynamic", "aot", "plan", "probe")
 
 
 def main(argv: list[str] | None = None) -> int:
