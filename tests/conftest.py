@@ -29,6 +29,11 @@ if "TORCH_NEURONX_NEFF_CACHE_DIR" not in os.environ:
 import pytest  # noqa: E402
 import torch  # noqa: E402  (autoloads torch_neuronx)
 
+# torch's default seed differs per process: data a test module draws when it is imported (its
+# parameters) would too, and a process running the same tests again (tests/warm_cache.py's warm pass,
+# a rerun of a failure) would test other values
+torch.manual_seed(0)
+
 import torch_neuronx  # noqa: E402
 
 
@@ -44,6 +49,20 @@ def memory_only_cache(monkeypatch):
     from torch_neuronx import cache
 
     monkeypatch.setattr(cache.executable_cache(), "disk", None)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """The process's executable cache made again over an empty folder of this test's own."""
+    from torch_neuronx import cache, metrics
+
+    folder = tmp_path / "neff_cache"
+    monkeypatch.setenv(cache.DIR_ENV, str(folder))
+    cache.reset()
+    metrics.clear_op_tracking()
+    yield folder
+    monkeypatch.undo()
+    cache.reset()  # the session's cache again, with the session's settings
 
 
 def pytest_addoption(parser):

@@ -29,18 +29,6 @@ pytestmark = pytest.mark.usefixtures("no_fusion")
 NO_FUSION = {"TORCH_NEURONX_EAGER_FUSION": "0"}
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """The process's executable cache made again over an empty folder of this test's own."""
-    folder = tmp_path / "neff_cache"
-    monkeypatch.setenv(cache.DIR_ENV, str(folder))
-    cache.reset()
-    metrics.clear_op_tracking()
-    yield folder
-    monkeypatch.undo()
-    cache.reset()  # the session's cache again, with the session's settings
-
-
 def entries(folder) -> list[pathlib.Path]:
     return sorted(pathlib.Path(folder).rglob("*.entry"))
 
@@ -91,6 +79,15 @@ def test_the_key_changes_with_each_of_its_inputs_and_nothing_else(monkeypatch):
     }
     for what, env in changed.items():
         assert keys.entry_key(env, "op", value_key) != base, what
+    # what the executables are built for: the platform's version, the CPU's instruction-set extensions
+    from torch_neuronx.runtime import executables
+
+    built_for = dict(executables.built_for())
+    assert "avx2" in built_for["cpu_features"] or built_for["machine"] != "x86_64", built_for
+    for what, value in (("platform_version", "cuda 12080"), ("cpu_features", ("avx", "sse2"))):
+        monkeypatch.setattr(executables, "built_for", lambda: tuple({**built_for, what: value}.items()))
+        assert keys.entry_key(_env(), "op", value_key) != base, what
+    monkeypatch.undo()
     assert keys.entry_key(_env(), "graph", value_key) != base
     # the value key: dtype, shape, strides (a transposed view), a static argument
     b = torch.ones(4, 5, dtype=torch.float64, device="neuron")

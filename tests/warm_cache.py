@@ -41,7 +41,7 @@ class _Test:
     def __init__(self):
         self.outputs: list[str] = []
         self.harness = 0  # XLA compiles inside harness_compiles
-        self.in_harness = False
+        self.in_harness = 0  # how many harness_compiles blocks are open
         self.first_compile: str | None = None  # where the first compile outside a harness was asked for
 
 
@@ -58,25 +58,30 @@ def record(value) -> None:
 @contextlib.contextmanager
 def harness_compiles():
     """Compiles inside are a test harness's own (a lowering jitted alone), not the product's."""
-    if _current is None:
+    test = _current
+    if test is None:
         yield
         return
-    from torch_neuronx.runtime import executables
-
-    before = executables.xla_compiles()
-    test, test.in_harness = _current, True
+    test.in_harness += 1
     try:
         yield
     finally:
-        test.harness += executables.xla_compiles() - before
-        test.in_harness = False
+        test.in_harness -= 1
+
+
+@pytest.fixture
+def jax_alone():
+    """For a test of lowerings run through jax alone, off the device: what it compiles is the test's own."""
+    with harness_compiles():
+        yield
 
 
 _watching = False
 
 
 def _watch_compiles() -> None:
-    """Keep the stack of the first compile of each test outside a harness: what a warm failure names."""
+    """Count each test's compiles inside harness_compiles, and keep the stack of its first compile
+    outside one: what a warm failure names."""
     global _watching
     if _watching:
         return
@@ -89,8 +94,11 @@ def _watch_compiles() -> None:
 
     def listener(event, _seconds, **_kwargs):
         test = _current
-        if (test is not None and not test.in_harness and test.first_compile is None
-                and event == "/jax/core/compile/backend_compile_duration"):
+        if test is None or event != "/jax/core/compile/backend_compile_duration":
+            return
+        if test.in_harness:
+            test.harness += 1
+        elif test.first_compile is None:
             frames = [f for f in traceback.extract_stack()[:-1] if f.filename.startswith(root)]
             test.first_compile = "".join(traceback.format_list(frames[-8:]))
 
@@ -179,13 +187,13 @@ def _delta(after: dict, before: dict) -> dict:
 _before: dict = {}
 
 
+@pytest.hookimpl(tryfirst=True)  # before the fixtures are set up: they may compile too
 def pytest_runtest_setup(item):
     global _current
     if _pass(item.config) is None:
         return
     _current = _Test()
-    if _pass(item.config) == "warm":
-        _watch_compiles()
+    _watch_compiles()
     _before[item.nodeid] = _counts()
 
 
@@ -302,6 +310,7 @@ def pytest_terminal_summary(terminalreporter, config):
 # ---- the driver
 
 def main(argv: list[str]) -> int:
+    import random
     import shutil
     import subprocess
     import tempfile
@@ -317,7 +326,10 @@ def main(argv: list[str]) -> int:
         args += sorted({p for pattern in SWEEP for p in glob.glob(os.path.join(root, pattern))})
     if not any(a.startswith(("-n", "--numprocesses")) or a == "no:xdist" for a in args):
         args = ["-n", "2", "--dist", "loadfile"] + args  # as scripts/test.sh runs the suite
-    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": os.path.join(top, "cache")}
+    # one hash seed for both passes (random unless set): OpInfo's sample generators iterate over sets
+    # of strings, so another seed is another order of samples, drawn with other values
+    seed = os.environ.get("PYTHONHASHSEED") or str(random.randrange(1, 2**32))
+    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": os.path.join(top, "cache"), "PYTHONHASHSEED": seed}
     codes = {}
     for which in ("cold", "warm"):
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -331,7 +343,8 @@ def main(argv: list[str]) -> int:
         crashes += len(json.load(open(path))) if os.path.exists(path) else 0
         crashes += codes[which] < 0 or codes[which] >= 128  # the pytest process itself died
     print("\n".join(format_summary(s, crashes)))
-    print(f"warm cache: exit status cold {codes['cold']}, warm {codes['warm']}; records in {top}")
+    print(f"warm cache: exit status cold {codes['cold']}, warm {codes['warm']}; PYTHONHASHSEED={seed}; "
+          f"records in {top}")
     ok = (codes["cold"] == codes["warm"] == 0 and s["warm_xla"] == 0 and not s["mismatches"] and not crashes
           and not s["missing_cold"] and not s["not_run_warm"] and s["warm_tests"] > 0)
     if ok and keep is None:
