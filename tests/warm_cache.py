@@ -33,8 +33,9 @@ RECORD_OPTION = "--warm-record"
 # the op sweep: PyTorch's OpInfo samples (eager, then compiled) and every lowering file (eager and
 # compiled, the lowering_mode fixture)
 SWEEP = ("tests/test_opinfo.py", "tests/test_compile_opinfo.py", "tests/test_lowerings_*.py")
-# tests that have no disk layer by design: they compile in every process
-_NO_DISK_FIXTURES = ("memory_only_cache",)
+# tests whose executable cache is not the pass's folder by design (none, or an empty one of their
+# own): they compile in every process
+_NO_DISK_FIXTURES = ("memory_only_cache", "fresh_cache")
 
 
 class _Test:
