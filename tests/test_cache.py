@@ -294,6 +294,7 @@ def test_four_processes_compile_into_one_folder_at_once(tmp_path):
     assert kinds == {"op", "graph", "aot", "probe"}
 
 
+@pytest.mark.warm_varies("its cache folder is its own, unwritable: it compiles in every process")
 def test_an_unwritable_folder_warns_once_and_the_run_goes_on(monkeypatch):
     monkeypatch.setenv(cache.DIR_ENV, "/sys/neff_cache_cannot_be_made")
     cache.reset()

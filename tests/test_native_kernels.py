@@ -231,6 +231,7 @@ def test_compiled_graph_equals_the_cpu():
     assert sum(_calls().values()) >= before + 2
 
 
+@pytest.mark.usefixtures("jax_alone")  # the test's own jax program
 def test_transposed_operand_is_not_copied():
     """The custom call reads a transposed weight as the weight itself: no transpose reaches it."""
     import jax

@@ -420,8 +420,10 @@ def test_compiled(whole_step):
     got = _compiled_training("neuron", whole_step)
     for g, e in zip(got[0] + got[1], expected[0] + expected[1]):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
-    graphs = torch_neuronx.metrics.get_dynamo_metrics()["graphs"]
-    assert graphs and all(not g["fallback_ops"] for g in graphs)
+    record = torch_neuronx.metrics.get_dynamo_metrics()
+    assert record["graphs"] or record["loaded_from_disk"]  # compiled here, or loaded from a warm cache
+    # no op on the host (a graph that runs one calls back into Python: it is never stored, always compiled)
+    assert all(not g["fallback_ops"] for g in record["graphs"])
     assert_ran_on_device()
 
 

@@ -61,7 +61,8 @@ def test_a_view_offset_does_not_recompile_a_graph():
     torch.neuron.reset_dynamo_metrics()
     outs = [f(nsteps[i], x) for i in range(4)]
     record = torch.neuron.get_dynamo_metrics()
-    assert record["graphs_compiled"] == 1, record["recompiles"]
+    # one executable: compiled here, or loaded from a warm cache
+    assert record["graphs_compiled"] + sum(record["loaded_from_disk"].values()) == 1, record
     assert sum(record["executions"].values()) == 4
     for i, o in enumerate(outs):
         torch.testing.assert_close(o.cpu(), x.cpu() * steps[i] + 1)

@@ -91,6 +91,7 @@ def _compiled(seed, dev, rounds):
         torch.testing.assert_close(got.cpu(), f(x, w), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.warm_varies("its fused runs follow how its threads interleave")
 def test_threads_run_different_ops_on_both_devices(fast_switching):
     torch._dynamo.reset()
     kinds = (_views_and_inplace, _indexing, _reductions, _compiled)
@@ -146,6 +147,7 @@ class _SlowDrain:
         return events
 
 
+@pytest.mark.warm_varies("its fused runs follow how its threads interleave")
 def test_resized_storage_is_read_after_another_thread_applies_its_move(monkeypatch):
     """resize_ queues a MOVE of the buffer to the new storage; another thread may be the one that
     drains and applies it. Until it has, an op on the resized tensor must wait, not read zeros."""

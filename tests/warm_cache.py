@@ -36,6 +36,9 @@ SWEEP = ("tests/test_opinfo.py", "tests/test_compile_opinfo.py", "tests/test_low
 # tests whose executable cache is not the pass's folder by design (none, or an empty one of their
 # own): they compile in every process
 _NO_DISK_FIXTURES = ("memory_only_cache", "fresh_cache")
+# a test whose executables are not the same in every process by design (its fused runs follow how its
+# threads interleave, its cache folder is its own): exempt from the compile count, with its reason
+VARIES_MARK = "warm_varies"
 
 
 class _Test:
@@ -138,6 +141,11 @@ def _digest(value) -> str:
 
 # ---- the plugin
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{VARIES_MARK}(reason): the test's executables differ between processes by "
+                                       "design; a warm pass does not count its compiles (tests/warm_cache.py)")
+
+
 def pytest_addoption(parser):
     parser.addoption(PASS_OPTION, choices=("cold", "warm"), default=None,
                      help="run as the cold or the warm pass of tests/warm_cache.py (over one cache folder)")
@@ -188,11 +196,24 @@ def _delta(after: dict, before: dict) -> dict:
 _before: dict = {}
 
 
+def _isolate() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.neuron.synchronize()
+
+
 @pytest.hookimpl(tryfirst=True)  # before the fixtures are set up: they may compile too
 def pytest_runtest_setup(item):
     global _current
     if _pass(item.config) is None:
         return
+    # each test on its own: what earlier tests queued runs now, and their cyclic garbage is freed now. A
+    # fused run's key names the storages alive at its flush, so ops left queued by earlier tests, and
+    # their tensors freed by the collector at another moment in the other pass, would make other runs
+    _isolate()
     _current = _Test()
     _watch_compiles()
     _before[item.nodeid] = _counts()
@@ -221,10 +242,12 @@ def _finish(item, which: str, failed: bool) -> None:
     after = _counts()
     compiled = _delta(after["compiled"], before["compiled"])
     loaded = _delta(after["loaded"], before["loaded"])
-    xla = after["xla_compiles"] - before["xla_compiles"] - test.harness
-    exempt = any(f in getattr(item, "fixturenames", ()) for f in _NO_DISK_FIXTURES)
+    unstorable = after["unstorable"] - before["unstorable"]  # compiled in every process by design
+    xla = after["xla_compiles"] - before["xla_compiles"] - test.harness - unstorable
+    exempt = (any(f in getattr(item, "fixturenames", ()) for f in _NO_DISK_FIXTURES)
+              or item.get_closest_marker(VARIES_MARK) is not None)
     rec = {"test": item.nodeid, "outputs": test.outputs, "compiled": compiled, "loaded": loaded, "xla": xla,
-           "exempt": exempt, "failed": failed}
+           "unstorable": unstorable, "exempt": exempt, "failed": failed}
     problem = None
     if which == "warm" and not failed:
         if _cold_records is None:
@@ -273,6 +296,7 @@ def summary(top: str) -> dict:
         "cold_compiled": total(cold, "compiled"), "cold_xla": sum(r["xla"] for r in cold.values()),
         "warm_loaded": total(warm, "loaded"), "warm_compiled": total(warm, "compiled"),
         "warm_xla": sum(r["xla"] for r in warm.values() if not r["exempt"]),
+        "warm_unstorable": sum(r.get("unstorable", 0) for r in warm.values()),
         "exempt": sorted(r["test"] for r in warm.values() if r["exempt"]),
         "outputs": sum(len(r["outputs"]) for r in warm_checked),
         "mismatches": sorted(r["test"] for r in warm_checked if r.get("problem", "") and "differ" in r["problem"]),
@@ -288,7 +312,8 @@ def format_summary(s: dict, crashes: int) -> list[str]:
         f"warm cache: cold pass {s['cold_tests']} tests, {s['cold_xla']} programs compiled "
         f"(cached kinds: {kinds(s['cold_compiled'])})",
         f"warm cache: warm pass {s['warm_tests']} tests, executables loaded from disk: {kinds(s['warm_loaded'])}; "
-        f"compiled: {s['warm_xla']} ({kinds(s['warm_compiled'])}); device results compared: {s['outputs']}; "
+        f"compiled: {s['warm_xla']} ({kinds(s['warm_compiled'])}; unstorable, compiled in every process by "
+        f"design: {s['warm_unstorable']}); device results compared: {s['outputs']}; "
         f"mismatches: {len(s['mismatches'])}; crashes: {crashes}",
     ] + [f"  compiled in the warm pass: {t}" for t in s["compiling"]] + [
         f"  differs from the cold pass: {t}" for t in s["mismatches"]] + [

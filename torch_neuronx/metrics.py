@@ -180,11 +180,17 @@ def disk_written(kind: str, nbytes: int) -> None:
     _disk["disk_bytes_written"] += nbytes
 
 
+_unstorable_total = 0  # never cleared (executables_by_kind)
+
+
 def cache_event(what: str, n: int = 1) -> None:
     """`memory_evictions`, `disk_evictions`, `bad_entries` (removed and compiled again), `unready_entries`
     (entries left on disk whose custom-call targets this process could not make ready: compiled again),
     `unstorable` (executables that cannot be serialized), `write_failures`."""
+    global _unstorable_total
     _disk[what] += n
+    if what == "unstorable":
+        _unstorable_total += n
 
 
 def executable_cache_stats() -> dict:
@@ -284,11 +290,14 @@ def executable_counts() -> dict:
 
 def executables_by_kind() -> dict:
     """Since the process started (never cleared): executables compiled and loaded from the disk cache per
-    kind (the cache namespace: "op", "run", "graph", "dynamic", ...), and `xla_compiles`, every program
-    XLA compiled in the process, whoever asked (a warm process that loads everything compiles none)."""
+    kind (the cache namespace: "op", "run", "graph", "dynamic", ...), `xla_compiles`, every program
+    XLA compiled in the process, whoever asked (a warm process that loads everything compiles none but
+    the unstorable), and `unstorable`, the compiled executables that cannot be stored (they call back
+    into Python on the host: compiled in every process)."""
     from .runtime import executables
 
-    return {"compiled": dict(_built_kinds), "loaded": dict(_loaded_kinds), "xla_compiles": executables.xla_compiles()}
+    return {"compiled": dict(_built_kinds), "loaded": dict(_loaded_kinds), "xla_compiles": executables.xla_compiles(),
+            "unstorable": _unstorable_total}
 
 
 def native_kernel_stats() -> dict[str, dict]:

@@ -107,25 +107,35 @@ class ExecutableCache:
         value = self.get(key)
         if value is not None:
             return value
+        got = self.fetch(key, name, build, from_disk)
+        if got is None:
+            return None
+        value, nbytes = got
+        self.put(key, value, nbytes)
+        return value
+
+    def fetch(self, key: Key, name: str, build, from_disk=None):
+        """What `acquire` does past the memory layer: (value, its serialized size) from disk or built and
+        saved, or None where `build()` returned None. Also for a value memory holds without its
+        executable (an eager op traced under fusion that now runs on its own): its executable is got
+        here as any other, from disk where a process stored it."""
         metrics.cache_miss(key.namespace, name)
         metrics.executable_wanted(key.namespace, name, key.value)
         lock = self.compiling(key, name) if from_disk is not None else contextlib.nullcontext()
         with lock:
             found = self.load(key, name) if from_disk is not None else None
             if found is not None:
-                value, nbytes = from_disk(found), found.nbytes
                 metrics.loaded(key.namespace, name)
-            else:
-                start = time.perf_counter()
-                built = build()
-                if built is None:
-                    return None
-                value, nbytes = built.value, 0
-                if built.executable is not None:
-                    metrics.built(key.namespace, name, time.perf_counter() - start)
-                    nbytes = self.save(key, name, built.meta, built.executable)
-        self.put(key, value, nbytes)
-        return value
+                return from_disk(found), found.nbytes
+            start = time.perf_counter()
+            built = build()
+            if built is None:
+                return None
+            nbytes = 0
+            if built.executable is not None:
+                metrics.built(key.namespace, name, time.perf_counter() - start)
+                nbytes = self.save(key, name, built.meta, built.executable)
+            return built.value, nbytes
 
     def get(self, key):
         if profiling.active():  # a hit is most launches' only cache work: show it in a profile

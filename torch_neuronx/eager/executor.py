@@ -255,7 +255,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         storage.flush_queued(f"unfused op {spec.name}")
         buffers = _buffers_of(call.keys)
     if entry.fn is None:
-        entry.fn = _compile_entry(spec, entry, call, buffers)
+        entry.fn = _own_executable(spec, entry, call, buffers)
     _executed[spec.name] += 1
     inputs = [b for b in buffers if b is not None]
     device = call.device
@@ -585,6 +585,18 @@ def _acquire(spec: OpSpec, args, kwargs, call: _Call, buffers, key: Key):
     if entry is not None and fidelity.comparing():  # (fusion is off while it compares)
         entry.exact = _exact_executable(spec, args, kwargs, call, buffers, entry)
     return entry
+
+
+def _own_executable(spec: OpSpec, entry: Entry, call: _Call, buffers):
+    """The executable of an entry traced under fusion that now runs on its own (fusion turned off, an
+    op under a profiler): from the disk cache where a process stored it, else compiled and stored
+    there with its plan, as `_acquire` gets an op's executable."""
+    def build():
+        with profiling.range(f"neuron::compile_op {spec.name}"):
+            fn = _compile_entry(spec, entry, call, buffers)
+        return Built(fn, fn, entry.plan)
+
+    return executable_cache().fetch(entry.key, spec.name, build, lambda found: found.executable)[0]
 
 
 _SAME = "same"  # an exact program identical to the target's: nothing to compare
