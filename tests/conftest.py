@@ -45,10 +45,14 @@ pytest_plugins = ("warm_cache",)
 @pytest.fixture
 def memory_only_cache(monkeypatch):
     """The executable cache without its disk layer, for a test that counts compiles: an executable
-    an earlier test stored would otherwise load from disk instead of compiling."""
+    an earlier test stored would otherwise load from disk instead of compiling. What it compiles is
+    forgotten after it (never stored, it would serve later tests from memory alone)."""
     from torch_neuronx import cache
 
     monkeypatch.setattr(cache.executable_cache(), "disk", None)
+    yield
+    monkeypatch.undo()
+    cache.clear_memory()
 
 
 @pytest.fixture
