@@ -18,7 +18,7 @@ from ..cache import Built, Key, executable_cache
 from ..ops.protocol import wrap_contiguous
 from ..runtime import devices, executables
 from ..runtime.lazy_jax import jax
-from . import executor
+from . import executor, host_indices
 from .buffers import device_flat, to_host
 from ..ops.specs import spec_for
 
@@ -48,9 +48,15 @@ def repeat_interleave(repeats, *, output_size=None):
 
 
 def index(self, indices):
-    """index.Tensor: boolean masks become the integer indices of their True elements, as PyTorch
-    does, then the static-shape lowering runs."""
-    if not any(i is not None and i.dtype in _MASKS for i in indices):
+    """index.Tensor: host index tensors taken as ATen takes them (`host_indices`); boolean masks become
+    the integer indices of their True elements, as PyTorch does, then the static-shape lowering runs."""
+    masks = host_indices.has_masks(indices)
+    if masks:
+        host_indices.check_masks(self, indices)
+    if host_indices.elsewhere(self, indices):
+        indices = host_indices.to_device(self, indices, mask_positions=True)
+        masks = host_indices.has_masks(indices)
+    if not masks:
         return executor.run(spec_for(aten.index.Tensor), (self, indices), {})
     expanded = []
     for i in indices:

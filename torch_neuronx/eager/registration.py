@@ -13,7 +13,7 @@ import torch
 
 from ..ops import LOWERINGS
 from ..ops.variants import is_view, variant_table
-from . import composite_kernels, copy_kernels, dynamic, executor, fallback
+from . import composite_kernels, copy_kernels, dynamic, executor, fallback, host_indices, unsupported_layouts
 from .meta_kernels import META_KERNELS
 from ..ops.specs import spec_for
 
@@ -22,6 +22,10 @@ _libs: list = []
 
 # views whose schema does not say so: PyTorch's own kernel makes them without a copy
 _NATIVE_IN_EAGER = {"aten::_unsafe_view"}
+
+# the index_put family takes index tensors on the host, as ATen's kernels do (`host_indices`): whether
+# each writes into `self`
+_INDEX_PUT = {aten.index_put_.default: True, aten.index_put.default: False}
 
 
 def _reaches_backend(op) -> bool:
@@ -95,6 +99,7 @@ def _register_into(lib) -> None:
         aten.unique_dim.default: dynamic.unique_dim,
         aten.unique_dim_consecutive.default: dynamic.unique_dim_consecutive,
         aten.index.Tensor: dynamic.index,
+        aten._index_put_impl_.default: host_indices.index_put_impl,
         aten.repeat_interleave.Tensor: dynamic.repeat_interleave,
     }
     for op, fn in own.items():
@@ -109,7 +114,16 @@ def _register_into(lib) -> None:
         if target in done or not _reaches_backend(target):
             continue
         done.add(target)
-        lib.impl(target, _kernel(target), "PrivateUse1")
+        kernel = _kernel(target)
+        if target in _INDEX_PUT:
+            kernel = host_indices.index_put_kernel(kernel, in_place=_INDEX_PUT[target])
+        lib.impl(target, kernel, "PrivateUse1")
     boxed = torch.library.Library("_", "IMPL")
     boxed.fallback(fallback.fallback, dispatch_key="PrivateUse1")
+    for key in unsupported_layouts.KEYS:
+        boxed.fallback(unsupported_layouts.fallback_for(key), dispatch_key=key)
+    for name in unsupported_layouts.COMPRESSED_KERNELS:
+        lib.impl(name, unsupported_layouts.kernel_for(name, unsupported_layouts.COMPRESSED), unsupported_layouts.COMPRESSED)
+    for name, key in unsupported_layouts.CONVERSIONS.items():
+        lib.impl(name, unsupported_layouts.kernel_for(name, key), "PrivateUse1")
     _libs.extend([lib, boxed])
