@@ -32,6 +32,23 @@ def _meta_histogram_bins_tensor(self, bins, *, weight=None, density=False):
     return self.new_empty((bins.numel() - 1,)), self.new_empty(bins.shape)
 
 
+def _into(outs, results):
+    """An out= overload's meta result: its out tensors given the shapes of the functional results (the
+    executor warns of a resize as the CPU does)."""
+    for out, r in zip(outs, results):
+        if out.shape != r.shape:
+            out.resize_(r.shape)
+    return tuple(outs)
+
+
+def _meta_histogram_bin_ct_out(self, bins=100, *, range=None, weight=None, density=False, hist, bin_edges):
+    return _into((hist, bin_edges), _meta_histogram_bin_ct(self, bins, range=range, weight=weight, density=density))
+
+
+def _meta_histogram_bins_tensor_out(self, bins, *, weight=None, density=False, hist, bin_edges):
+    return _into((hist, bin_edges), _meta_histogram_bins_tensor(self, bins, weight=weight, density=density))
+
+
 def _meta_histogramdd_check(self, bins, range):
     _meta_hist_check(self, "histogramdd")
     n = self.size(-1) if self.dim() else 1
@@ -65,6 +82,8 @@ META_KERNELS = {
     aten.fractional_max_pool3d_backward.default: _meta_fractional_max_pool3d_backward,
     aten.histogram.bin_ct: _meta_histogram_bin_ct,
     aten.histogram.bins_tensor: _meta_histogram_bins_tensor,
+    aten.histogram.bin_ct_out: _meta_histogram_bin_ct_out,
+    aten.histogram.bins_tensor_out: _meta_histogram_bins_tensor_out,
     aten._histogramdd_bin_edges.default: _meta_histogramdd_bin_edges,
     aten._histogramdd_from_bin_cts.default: _meta_histogramdd_from_bin_cts,
     aten._histogramdd_from_bin_tensors.default: _meta_histogramdd_from_bin_tensors,
