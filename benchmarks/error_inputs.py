@@ -5,6 +5,8 @@
     python benchmarks/error_inputs.py -v            # also list every entry that does not match
     python benchmarks/error_inputs.py --compiled    # each call in a torch.compile'd function: the CPU's
                                                     # backend "eager" (its kernels) against "neuron"
+    python benchmarks/error_inputs.py --in-place    # in-place variants of int64 / bool tensors given the
+                                                    # float32 samples' other arguments (see below)
 
 Each OpInfo's `error_inputs(device)` yields ErrorInputs (a sample, the error type and a regex the
 message must match). Each one runs on the CPU and on neuron (generated for that device, float32
@@ -17,6 +19,15 @@ where the generator takes a dtype); an entry is
 Where an entry yields other inputs for neuron than for the CPU (cases written for CUDA), each neuron
 input is judged against its own expected error.
 Prints one row per op (counts per class) and the totals; each entry runs under a --timeout (s).
+
+`--in-place` makes error inputs of its own, where PyTorch's have few: each entry's in-place variant
+called on its first float32 samples with `self` made int64 and bool (a result type that cannot be
+written back, dtypes kernels do not take), on the CPU and on neuron; an input is
+  match     both raise, the same type, neuron's message containing the CPU's (its first line),
+  differs   both raise, otherwise,
+  missing   the CPU raises and neuron does not,
+  extra     neuron raises and the CPU does not,
+  accepted  neither raises (not an error input).
 
 Both devices run under torch's default threading unless `--omp-passive` (the script then runs itself
 again with OMP_WAIT_POLICY=PASSIVE, which must be set before torch loads: faster on neuron on a small
@@ -109,6 +120,50 @@ def _first_line(e):
     return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
 
 
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at .*?\)\s*$", re.S)
+
+
+def _in_place_inputs(op):
+    """(label, maker(device) of an ErrorInput-like call) per in-place input of the entry (see --in-place)."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    class Call:
+        def __init__(self, sample):
+            self.sample_input = sample
+
+    made = []
+    for i, sample in enumerate(list(op.sample_inputs("cpu", torch.float32))[:3]):
+        if not isinstance(sample.input, torch.Tensor):
+            continue
+        for dtype in (torch.int64, torch.bool):
+            self = sample.input > 0 if dtype == torch.bool else (sample.input * 3).to(dtype)
+
+            def maker(device, self=self, sample=sample):
+                return Call(SampleInput(_to(self, device), args=_to(sample.args, device),
+                                        kwargs=_to(sample.kwargs, device)))
+            made.append((f"sample {i}, self {str(dtype).removeprefix('torch.')}", maker))
+    return made
+
+
+def _in_place_class(cpu_e, e):
+    if cpu_e is None:
+        return "accepted" if e is None else "extra"
+    if e is None:
+        return "missing"
+    cpu_text = _TRIGGERED.sub("", str(cpu_e)).strip().splitlines()
+    return "match" if type(e) is type(cpu_e) and (not cpu_text or cpu_text[0] in str(e)) else "differs"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="", help="comma-separated substrings of entry names")
@@ -116,6 +171,7 @@ def main(argv=None):
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--compiled", action="store_true", help="run each call in a torch.compile'd function")
     parser.add_argument("--omp-passive", action="store_true", help="OMP_WAIT_POLICY=PASSIVE (both devices)")
+    parser.add_argument("--in-place", action="store_true", help="in-place variants on int64 / bool tensors")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")  # the samples' own warnings (deprecations, padding='same')
 
@@ -123,7 +179,7 @@ def main(argv=None):
     from torch.testing._internal.common_methods_invocations import op_db
 
     wanted = [s for s in args.ops.split(",") if s]
-    ops = [op for op in op_db if op.error_inputs_func is not None]
+    ops = [op for op in op_db if (op.inplace_variant if args.in_place else op.error_inputs_func) is not None]
     if wanted:
         ops = [op for op in ops if any(w in op.full_name for w in wanted)]
     rows = []  # (op name, class counts)
@@ -132,6 +188,31 @@ def main(argv=None):
     start = time.perf_counter()
     for op in ops:
         counts = collections.Counter()
+        if args.in_place:
+            try:
+                made = _in_place_inputs(op)
+            except Exception as e:  # samples that cannot be made
+                counts["generator"] += 1
+                details.append((op.full_name, "generator", "", _first_line(e)))
+                made = []
+            for label, maker in made:
+                try:
+                    cpu_e = _run(op.inplace_variant, maker("cpu"), "cpu", args.timeout, args.compiled)
+                except EntryTimeout:
+                    continue
+                try:
+                    e = _run(op.inplace_variant, maker("neuron"), "neuron", args.timeout, args.compiled)
+                except EntryTimeout as t:
+                    e = t
+                kind = _in_place_class(cpu_e, e)
+                counts[kind] += 1
+                if kind not in ("match", "accepted"):
+                    expected = "no error" if cpu_e is None else _first_line(cpu_e)
+                    details.append((f"{op.full_name} ({label})", kind, expected,
+                                    "no error" if e is None else _first_line(e)))
+            rows.append((op.full_name, counts))
+            totals.update(counts)
+            continue
         cpu_inputs, cpu_err = _error_inputs(op, "cpu")
         neuron_inputs, neuron_err = _error_inputs(op, "neuron")
         if neuron_err is not None:
@@ -164,18 +245,19 @@ def main(argv=None):
         rows.append((op.full_name, counts))
         totals.update(counts)
 
-    classes = ["match", "differs", "missing", "cpu-only", "generator"]
+    classes = (["match", "differs", "missing", "extra", "accepted", "generator"] if args.in_place else
+               ["match", "differs", "missing", "cpu-only", "generator"])
     width = max((len(n) for n, _ in rows), default=10)
     print(f"{'op':<{width}} " + " ".join(f"{c:>9}" for c in classes))
     for name, counts in rows:
-        if args.verbose or counts["differs"] or counts["missing"] or counts["generator"]:
+        if args.verbose or counts["differs"] or counts["missing"] or counts["extra"] or counts["generator"]:
             print(f"{name:<{width}} " + " ".join(f"{counts[c]:>9}" for c in classes))
     print(f"{'TOTAL':<{width}} " + " ".join(f"{totals[c]:>9}" for c in classes))
     print(f"{len(rows)} entries, {sum(totals.values())} error inputs, {time.perf_counter() - start:.0f} s "
           f"(OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY') or 'unset'})")
     print("\nerror inputs neuron does not reject as the CPU does:")
     for name, kind, expected, got in details:
-        print(f"  {kind:<9} {name}: expected {expected}; neuron: {got}")
+        print(f"  {kind:<9} {name}: {'the CPU: ' if args.in_place else 'expected '}{expected}; neuron: {got}")
     return 0
 
 

@@ -244,7 +244,7 @@ SKIPS: dict[tuple[str, torch.dtype | None], str] = {
 
 # Expected to fail, with the reason. Only true limitations; an entry that passes is reported as xpass.
 XFAILS: dict[tuple[str, torch.dtype | None], str] = {
-    ("chalf", None): "complex32 is not a dtype the neuron device carries (documented: converting to it raises TypeError)",
+    ("chalf", None): "complex32 is not a dtype the neuron device carries (documented: converting to it raises NotImplementedError)",
     ("matrix_exp", torch.bfloat16): "PyTorch's CPU matrix_exp returns garbage (NaN/inf) for bfloat16: it reads its "
                                     "float64 coefficient tables as 16-bit floats; neuron computes it in float32",
 }

@@ -110,7 +110,7 @@ def test_synchronize_and_an_op_with_value_checks_end_the_run():
     torch.testing.assert_close(picked.cpu(), ((x.cpu() + 1) * 3)[[4, 0]])
     bad = torch.tensor([7], device="neuron")
     w = z * 2
-    with pytest.raises(IndexError, match="aten.index.Tensor: index out of bounds for dimension 0 with size 5"):
+    with pytest.raises(IndexError, match="aten.index.Tensor: index 7 is out of bounds for dimension 0 with size 5"):
         w[bad]  # raised by its own call, as on the CPU
     torch.testing.assert_close(w.cpu(), (x.cpu() + 1) * 6)  # what ran before it stands
 

@@ -167,14 +167,14 @@ def attempt(name, fn):
     try:
         fn()
         out[name] = None
-    except TypeError as e:
+    except NotImplementedError as e:
         out[name] = str(e)
 attempt("to", lambda: torch.randn(2, dtype=torch.complex64).to("neuron"))
 attempt("copy", lambda: torch.empty(2, dtype=torch.complex64, device="neuron").copy_(torch.ones(2)))
 attempt("factory", lambda: torch.zeros(2, dtype=torch.complex64, device="neuron").cpu())
 x = torch.ones(2, device="neuron")
 attempt("op", lambda: torch.polar(x, x).cpu())
-attempt("scalar", lambda: torch.mul(x, 1j).cpu())  # (x * 1j: Tensor.__mul__ turns a TypeError into NotImplemented)
+attempt("scalar", lambda: (x * 1j).cpu())  # not a TypeError, which Tensor.__mul__ would turn into NotImplemented
 attempt("compiled", lambda: torch.compile(lambda a: torch.polar(a, a).abs(), backend="neuron")(x).cpu())
 out["real"] = (x * 2).cpu().tolist()  # the process goes on
 print(json.dumps(out))

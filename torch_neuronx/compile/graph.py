@@ -28,7 +28,7 @@ from ..cache import Built, Key
 from ..eager.buffers import to_host
 from ..eager.fallback import check_cpu_fallback
 from ..ops import LOWERINGS, layout, normalize, protocol, target_policy
-from ..ops.value_checks import CheckedCall
+from ..ops.value_checks import CheckedCall, failure_rows
 from ..ops.dtypes import UnsupportedDtype, to_numpy_dtype
 from ..ops.target_policy import TargetUnsupported
 from ..ops.protocol import (FreshOutput, Plan, Return, ReturnKind, StorageInputs, StorageProgram, TensorLayout,
@@ -362,7 +362,7 @@ class GraphProgram:
         except Exception as e:
             node = tracer.current
             where = f"op {node.target} (node '{node.name}')" if node is not None else "the graph"
-            kind = "TypeError" if isinstance(e, UnsupportedDtype) else type(e).__name__
+            kind = "NotImplementedError" if isinstance(e, UnsupportedDtype) else type(e).__name__
             raise NEFFCompilationError(f"graph {self.name}: {where} could not be lowered: {kind}: {e}") from e
         traced = time.perf_counter()
         try:
@@ -557,9 +557,9 @@ class _Tracer:
             node_key = None if key is None else jax.random.fold_in(key, n_node)
             with CheckedCall() as checked:
                 env[node] = self._eval(node, env, node_key)
-            for ok, error, message in checked.checks:
+            for ok, error, message, values in checked.checks:
                 self.checks.append((node, error, message))
-                check_values.append(~jnp.asarray(ok))
+                check_values.append((ok, values))
         self.current = None
         results = []
         for out in _vals(self.program.output.args[0]):
@@ -588,7 +588,7 @@ class _Tracer:
         for _node, info, _api, _is_matrix in self.post_checks:
             results.append(info)
         if check_values:
-            results.append(jnp.stack(check_values))
+            results.append(failure_rows(check_values))
         return tuple(results)
 
     def _eval(self, node, env, key):

@@ -28,7 +28,7 @@ import torch
 
 from .. import metrics
 from ..cache import Built, Key, clear_memory, executable_cache
-from ..ops import argument_checks, protocol, target_policy
+from ..ops import argument_checks, out_checks, protocol, target_policy
 from ..ops.value_checks import CheckedCall
 from ..ops.cpu_messages import named
 from ..ops.dtypes import UnsupportedDtype
@@ -37,6 +37,7 @@ from ..ops.protocol import (NUMBER_TYPES, ArgKind, FreshOutput, Plan, Return, Re
                             StorageProgram, call_lowering, fresh_storage, typed)
 from ..ops.specs import OpSpec, spec_for
 from ..runtime import devices, executables, fidelity, profiling, rng, storage, streams
+from ..runtime.numpy_dtypes import to_numpy_dtype
 from ..runtime.lazy_jax import jax
 from . import fusion, host_draws
 
@@ -231,7 +232,7 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
     if _pending_events() or storage.applying:
         storage.apply_events()
     if spec.checks_every_call:
-        argument_checks.check(spec.op, args, kwargs)
+        argument_checks.check(spec.op, args, kwargs, values_only=True)
     if spec.generator is not None:  # CPU tensors, a neuron generator's numbers (a 0-dim CPU `self`
         # would pass below as a scalar: DataLoader's seed, `torch.empty(()).random_(generator=g)`)
         gen = host_draws.neuron_generator(spec, args, kwargs)
@@ -389,21 +390,40 @@ def _meta_call(spec, args, kwargs):
         i = spec.arg_names.index("device")
         if i >= len(margs):
             mkwargs["device"] = torch.device("meta")
+    kernel_warned = False
     try:
-        out = spec.op(*margs, **mkwargs)
+        if spec.out_names:  # the meta kernel's resize warnings: `_resize_out_arguments` warns as the CPU does
+            with out_checks.CpuResizeWarnings() as caught:
+                out = out_checks.meta_call(spec.op, margs, mkwargs)
+            # a C++ kernel's own resize warnings (the CPU's) reach the user after the call: none of ours then
+            kernel_warned = caught.dropped == 0 and out_checks.meta_kernel_is_cpp(spec.op)
+        else:
+            out = spec.op(*margs, **mkwargs)
     except Exception as e:  # PyTorch's own check (shapes, dtypes): raise it naming the op
         raise named(e, spec.name) from None
-    return margs, mkwargs, out
+    return margs, mkwargs, out, kernel_warned
 
 
-def _resize_out_arguments(spec, args, kwargs, margs, mkwargs) -> bool:
-    """out= tensors of the wrong shape are resized, as PyTorch does; True if any was."""
+def _resize_out_arguments(spec, args, kwargs, margs, mkwargs, kernel_warned=False) -> bool:
+    """out= tensors of the wrong shape are resized as the CPU resizes them (with its warning where one had
+    elements, unless the meta kernel gave the CPU's), to the strides of the op's own result; True if any was."""
     resized = False
-    for name in spec.out_names:
+    layouts = None
+    for i in out_checks.resize_order(spec.op, len(spec.out_names)):
+        name = spec.out_names[i]
         real = spec.arg_value(args, kwargs, name)
         meta = spec.arg_value(margs, mkwargs, name)
         if isinstance(real, _Tensor) and tuple(real.shape) != tuple(meta.shape):
+            if not kernel_warned:
+                out_checks.warn_resized(spec.op, args, kwargs, tuple(real.shape), tuple(meta.shape))
+            restride = out_checks.restrides(spec.op, real.shape)
             real.resize_(meta.shape)
+            if restride:  # the strides of the op's own result (a Python meta kernel resizes contiguous)
+                layouts = out_checks.result_layouts(spec.op, args, kwargs) if layouts is None else layouts
+                layout = layouts[i] if layouts and i < len(layouts) else None
+                strides = layout[1] if layout is not None and layout[0] == tuple(meta.shape) else meta.stride()
+                if real.stride() != tuple(strides):
+                    real.as_strided_(meta.shape, strides)
             resized = True
     return resized
 
@@ -513,6 +533,7 @@ class _OpProgram:
                 numbers.append(value)
         values = iter([storages.read(lay) for lay in call.layouts])
         args, kwargs = self._traced_arguments(values, iter(numbers))
+        kwargs = self._dtype_from_out(args, kwargs, key)
         with CheckedCall() as checked:
             results = call_lowering(spec, args, kwargs, key)
         self.checks = [(error, f"{spec.name}: {message}") for error, message in checked.described()]
@@ -524,6 +545,25 @@ class _OpProgram:
         if checked.checks:  # one bool per check: True where it failed
             out.append(checked.failure_flags())
         return tuple(out)
+
+    def _dtype_from_out(self, args, kwargs, key):
+        """An out= overload with a `dtype` argument left None computes in its out tensor's dtype where
+        that differs from the dtype the op computes (sum, mean, prod, cumsum...: the CPU's meta function
+        takes the out tensor's dtype, `infer_dtype_from_optional`): its lowering is given it."""
+        spec = self.spec
+        if not spec.out_names or "dtype" not in spec.kind_by_name:
+            return kwargs
+        if spec.arg_value(self.args, self.kwargs, "dtype") is not None:
+            return kwargs
+        out = spec.arg_value(self.args, self.kwargs, spec.out_names[0])
+        if len(spec.out_names) != 1 or not isinstance(out, _Tensor):
+            return kwargs
+        with CheckedCall():  # a probe of the dtype the op computes (dead code in the program)
+            probe = call_lowering(spec, args, kwargs, key)
+        probe = probe[0] if isinstance(probe, (tuple, list)) else probe
+        if probe is None or probe.dtype == to_numpy_dtype(out.dtype):
+            return kwargs
+        return {**kwargs, "dtype": out.dtype}
 
     def _traced_arguments(self, values, numbers):
         """The call's arguments with each neuron tensor replaced by its traced value and each traced
@@ -637,8 +677,8 @@ def _trace(spec: OpSpec, args, kwargs, call: _Call, buffers, key=None):
     plan = _stored_plan(spec, args, kwargs, call, key) if key is not None else None
     learned = plan is None
     if learned:
-        margs, mkwargs, mout = _meta_call(spec, args, kwargs)
-        if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs):
+        margs, mkwargs, mout, kernel_warned = _meta_call(spec, args, kwargs)
+        if spec.out_names and _resize_out_arguments(spec, args, kwargs, margs, mkwargs, kernel_warned):
             return None
         plan = _OutputPlan.from_meta(spec, args, kwargs, call, margs, mkwargs, mout)
     program = _OpProgram(spec, args, kwargs, call, buffers, plan)
@@ -711,8 +751,8 @@ class LoweringFailed(NotImplementedError):
     """An op's lowering or its XLA compile failed for these inputs (not PyTorch's own argument check)."""
 
 
-class DtypeNotLowered(LoweringFailed, TypeError):
-    """An op's lowering has no form for an input's dtype."""
+class DtypeNotLowered(LoweringFailed, UnsupportedDtype):
+    """An op's input or result has a dtype the device does not carry."""
 
 
 def _lowering_error(spec: OpSpec, call: _Call, e: Exception) -> Exception:

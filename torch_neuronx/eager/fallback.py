@@ -16,10 +16,11 @@ import warnings
 import torch
 
 from .. import metrics
-from ..ops import argument_checks
+from ..ops import argument_checks, out_checks
 from ..ops.cpu_messages import named
 from ..ops.decompositions import decomposition_table
 from ..runtime import config, rng
+from ..runtime.numpy_dtypes import UnsupportedDtype
 from .buffers import to_host
 
 _state = threading.local()
@@ -40,7 +41,7 @@ def fallback(op, *args, **kwargs):
         metrics.decomposed(str(op))
         active.add(op)
         try:
-            out = decomp(*args, **kwargs)
+            out = _decompose(op, decomp, args, kwargs)
         except Exception as e:  # the decomposition's check: the CPU's spellings, the op named
             raise named(e, str(op)) from None
         finally:
@@ -48,6 +49,41 @@ def fallback(op, *args, **kwargs):
         if out is not NotImplemented:
             return out
     return cpu_fallback(op, args, kwargs)
+
+
+def _decompose(op, decomp, args, kwargs):
+    """The decomposition's result. One of an out= overload gets its out tensors resized first, as the
+    CPU resizes them (`out_checks.resize_outs`); resize warnings of its own (PyTorch's Python ones) give
+    way to the CPU's."""
+    given = [kwargs.get(a.name) for a in op._schema.arguments if a.is_out]
+    outs = [t for v in given for t in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(t, torch.Tensor)]
+    if not outs:
+        return decomp(*args, **kwargs)
+    out_checks.resize_outs(op, args, kwargs)
+    if out_checks.casts_into_any_out(op):  # PyTorch's decomposition refuses some casts the CPU makes
+        return _functional_into(op, args, kwargs)
+    shapes = [tuple(t.shape) for t in outs]
+    with out_checks.CpuResizeWarnings():
+        result = decomp(*args, **kwargs)
+    for t, shape in zip(outs, shapes):  # resized by the decomposition itself
+        if tuple(t.shape) != shape:
+            out_checks.warn_resized(op, args, kwargs, shape, tuple(t.shape))
+    return result
+
+
+def _functional_into(op, args, kwargs):
+    """An out= overload as its functional overload, the result copied into the out tensors (a copy casts to
+    any dtype). An op with a `dtype` argument left None computes in its out tensor's dtype, as the CPU's."""
+    names = [a.name for a in op._schema.arguments if a.is_out]
+    outs = [kwargs[name] for name in names]
+    given = {k: v for k, v in kwargs.items() if k not in names}
+    functional = out_checks.functional_overload(op)
+    if len(outs) == 1 and "dtype" in [a.name for a in functional._schema.arguments] and given.get("dtype") is None:
+        given["dtype"] = outs[0].dtype
+    result = functional(*args, **given)
+    for out, r in zip(outs, result if isinstance(result, (tuple, list)) else [result]):
+        out.copy_(r)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _neuron_device(args, kwargs):
@@ -91,8 +127,10 @@ _recovered: set[str] = set()
 def recover(op, args, kwargs, error: Exception):
     """Op `op` has a lowering, and it (or XLA's compile of it) failed for these inputs with `error`:
     run it on the CPU (TorchNeuron's default, warned once per op), or raise `error` when
-    TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 or TORCH_NEURONX_CPU_FALLBACK=error."""
-    if config.settings.fallback_only_for_unimplemented_ops or config.settings.cpu_fallback == "error":
+    TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 or TORCH_NEURONX_CPU_FALLBACK=error. A dtype the
+    device does not carry is raised too: the CPU's result could not come back."""
+    if (config.settings.fallback_only_for_unimplemented_ops or config.settings.cpu_fallback == "error"
+            or isinstance(error, UnsupportedDtype)):
         raise error
     name = str(op)
     if config.settings.cpu_fallback != "silent" and name not in _recovered:

@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from ..runtime import native_kernels
 from .cpu_messages import cpp_type_name, named, scalar_type_name
+from . import out_checks
 
 
 def _tensor(x) -> bool:
@@ -268,6 +269,9 @@ def _multinomial(self, num_samples, replacement=False, *_, out=None, **__):
 
 
 def _masked_scatter(self, mask, source, *_, **__):
+    if _tensor(source) and source.dtype != self.dtype:  # (the CPU's words: no space after "got")
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{scalar_type_name(self.dtype)} and {scalar_type_name(source.dtype)}")
     if _tensor(mask) and mask.dtype != torch.bool:
         raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
                            f"{scalar_type_name(mask.dtype)}")
@@ -291,29 +295,21 @@ _OVERFLOW_NAME = {
 def _masked_fill(self, mask, value, *_, **__):
     """c10::checked_convert: a number the tensor's dtype cannot hold (a finite float beyond its range,
     an int dtype's non-finite or out-of-range value, a complex one with an imaginary part for a real
-    dtype). A value tensor is read only where it is complex and `self` is not."""
+    dtype). A value tensor is read only where it is complex and `self` is not. And the mask's dtype
+    (the meta kernel takes a uint8 one)."""
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {cpp_type_name(mask.dtype)}")
     if self.dtype not in _OVERFLOW_NAME:
         return
     if _tensor(value):
         if not (value.dtype.is_complex and value.dim() == 0) or is_fake(value):
             return  # a compiled graph's value tensor holds no number to read
         value = value.item()
-    if isinstance(value, complex):
-        if value.imag != 0:
-            raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[self.dtype]} without overflow")
-        value = value.real
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return
-    if self.dtype.is_floating_point:
-        bad = value == value and abs(value) != float("inf") and abs(value) > torch.finfo(self.dtype).max
-    else:
-        info = torch.iinfo(self.dtype)
-        bad = (value != value or abs(value) == float("inf")) or not info.min <= value <= info.max
-    if bad:
-        raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[self.dtype]} without overflow")
+    _checked_convert(value, self.dtype)
 
 
 def _uniform(self, from_=0.0, to=1.0, *_, **__):
+    _random_dtype(self, "check_uniform_bounds", complex_ok=True)
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
 
@@ -468,7 +464,366 @@ def _index_func(name):
     return check
 
 
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.bool, torch.uint8)
+
+
+_MASK_DTYPES = (torch.bool, torch.uint8)
+
+
+def index_masks(self, indices) -> None:
+    """The CPU's checks of the boolean/uint8 masks among `indices` (ATen's `expandTensors`): each
+    mask's sizes equal those of the dims of `self` it covers, else an IndexError naming both shapes."""
+    dim = 0
+    for index in indices:
+        if index is None or index.dtype not in _MASK_DTYPES:
+            dim += 1
+            continue
+        for j in range(index.dim()):
+            if dim + j >= self.dim():
+                raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+            if index.shape[j] != self.shape[dim + j]:
+                raise IndexError(f"The shape of the mask {list(index.shape)} at index {j} does not match the "
+                                 f"shape of the indexed tensor {list(self.shape)} at index {dim + j}")
+        dim += index.dim()
+
+
+def _index(self, indices, *_, **__):
+    """index / index_put: an index tensor's dtype, a mask's shape, and positions into a dimension of
+    size 0 (which the meta kernel lets through to the lowering), as the CPU's `AdvancedIndex` rejects them."""
+    given = [i for i in indices if i is not None]
+    if any(i.dtype not in _INDEX_DTYPES for i in given):
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    index_masks(self, indices)
+    if not given or any(i.dtype in (torch.bool, torch.uint8) for i in given) or len(indices) > self.dim():
+        return  # masks become positions first; too many indices is the meta kernel's error
+    if any(self.shape[d] == 0 for d, i in enumerate(indices) if i is not None) and \
+            0 not in torch.broadcast_shapes(*(i.shape for i in given)):
+        raise IndexError("index is out of bounds for dimension with size 0")
+
+
+# ---- numbers a kernel converts to its dtype (c10::checked_convert) and the checks of the add/sub
+# family (aten/src/ATen/native/BinaryOps.h), fill and clamp, pow, topk, addcmul/addcdiv
+
+
+def _overflows(value, dtype) -> bool:
+    """c10::overflows: whether the number `value` converted to `dtype` overflows. An unsigned dtype
+    takes negative ints down to -max (they wrap), a float dtype any non-finite number, bool and
+    complex dtypes any number."""
+    if dtype not in _OVERFLOW_NAME:
+        return False
+    if isinstance(value, complex):
+        if value.imag != 0:
+            return True
+        value = value.real
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if dtype.is_floating_point:
+        return value == value and abs(value) != float("inf") and abs(value) > torch.finfo(dtype).max
+    info = torch.iinfo(dtype)
+    if isinstance(value, float):
+        return value != value or abs(value) == float("inf") or not info.min <= value <= info.max
+    if info.min == 0 and value < 0:
+        return -value > info.max
+    return not info.min <= value <= info.max
+
+
+def _checked_convert(value, dtype) -> None:
+    if _overflows(value, dtype):
+        raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[dtype]} without overflow")
+
+
+def _is_bool(x) -> bool:
+    """A bool tensor or a Python bool."""
+    return x.dtype == torch.bool if _tensor(x) else isinstance(x, bool)
+
+
+def _cast_check(result, out, name=scalar_type_name):
+    """TensorIterator's check of a written tensor: the result type must cast to its dtype."""
+    if not torch.can_cast(result, out.dtype):
+        raise RuntimeError(f"result type {scalar_type_name(result)} can't be cast to the desired output type "
+                           f"{name(out.dtype)}")
+
+
+def _in_place_shape_ok(self, *operands) -> bool:
+    """Whether the operands broadcast to `self`'s shape (else the meta kernel raises the CPU's error first)."""
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in (self, *operands) if _tensor(t)))
+    except RuntimeError:
+        return False
+    return tuple(shape) == tuple(self.shape)
+
+
+def _add_sub(name, in_place):
+    """sub_check (bool operands), TensorIterator's cast of an in-place result, then alpha_check and
+    alpha's conversion to the computation's dtype, in the CPU's order."""
+    def check(self, other, *rest, alpha=1, **__):
+        if rest:
+            alpha = rest[0]  # the .Scalar overloads take it positionally
+        if name != "add":
+            first, second = _is_bool(self), _is_bool(other)
+            if first and second:
+                raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                                   "Use the `^` or `logical_xor()` operator instead.")
+            if first or second:
+                raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                                   "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        if (type(alpha) is int and alpha == 1 and not in_place) or not (
+                _tensor(self) and (_tensor(other) or isinstance(other, (bool, int, float, complex)))):
+            return  # (add runs this on every call: the common case returns first)
+        dtype = torch.result_type(self, other)
+        if in_place and not torch.can_cast(dtype, self.dtype) and _in_place_shape_ok(self, other):
+            _cast_check(dtype, self)
+        if isinstance(alpha, bool) and dtype != torch.bool:
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+        if isinstance(alpha, (float, complex)) and not (dtype.is_floating_point or dtype.is_complex):
+            raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+        if isinstance(alpha, complex) and not dtype.is_complex:
+            raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+        if alpha != 1:
+            _checked_convert(alpha, dtype)
+    return check
+
+
+def _fill(self, value, *_, **__):
+    _checked_convert(value, self.dtype)
+
+
+def _index_fill(self, dim, index, value, *_, **__):
+    if isinstance(value, complex) and not self.dtype.is_complex:
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
+    _checked_convert(value, self.dtype)
+
+
+def _full(size, fill_value, *_, dtype=None, **__):
+    if dtype is not None:
+        _checked_convert(fill_value, dtype)
+
+
+def _full_like(self, fill_value, *_, dtype=None, **__):
+    _checked_convert(fill_value, self.dtype if dtype is None else dtype)
+
+
+def _new_full(self, size, fill_value, *_, dtype=None, **__):
+    _checked_convert(fill_value, self.dtype if dtype is None else dtype)
+
+
+def _clamp(in_place):
+    """clamp's meta function (TensorCompare.cpp) for number bounds: complex rejected, an in-place
+    result that promotes rejected (its dtype named as a C++ type), then each bound converted to the
+    computation's dtype."""
+    def check(self, min=None, max=None, *_, **__):
+        if self.dtype.is_complex:
+            raise NotImplementedError("clamp is not supported for complex types")
+        bounds = [b for b in (min, max) if b is not None]
+        if not bounds or any(_tensor(b) for b in bounds):
+            return  # the meta kernel's error; tensor bounds are TensorIterator's (the in-place rule)
+        dtype = self.dtype
+        for bound in bounds:
+            dtype = torch.result_type(torch.empty(1, dtype=dtype, device="meta"), bound)
+        if in_place and dtype != self.dtype:
+            raise RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the desired output type "
+                               f"{cpp_type_name(self.dtype)}")
+        for bound in bounds:
+            _checked_convert(bound, dtype)
+    return check
+
+
+def _clamp_bound(in_place):
+    """clamp_min / clamp_max with a number bound."""
+    clamp = _clamp(in_place)
+
+    def check(self, bound, *_, **__):
+        clamp(self, bound)
+    return check
+
+
+def _pow(self, exponent, *_, **__):
+    """pow(Tensor, Scalar): an integral base and a negative integral exponent."""
+    if (_tensor(self) and not (self.dtype.is_floating_point or self.dtype.is_complex) and isinstance(exponent, int)
+            and not isinstance(exponent, bool) and exponent < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
+def _topk(self, k, dim=-1, *_, **__):
+    rank = max(self.dim(), 1)
+    if not -rank <= dim < rank:
+        return  # the meta kernel's error
+    size = self.shape[dim] if self.dim() else 1
+    if not 0 <= k <= size:
+        raise RuntimeError("selected index k out of range")
+
+
+def _addcdiv(self, tensor1, tensor2, *_, value=1, **__):
+    integral = lambda t: not (t.dtype.is_floating_point or t.dtype.is_complex)  # noqa: E731  (bool too)
+    if integral(tensor1) and integral(tensor2):
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+                           "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+                           "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+                           "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+                           "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+                           "for all dtypes.")
+    _addcmul(self, tensor1, tensor2, value=value)
+
+
+def _addcmul(self, tensor1, tensor2, *_, value=1, **__):
+    dtype = torch.promote_types(torch.promote_types(self.dtype, tensor1.dtype), tensor2.dtype)
+    _checked_convert(value, dtype)
+
+
+def _int_division(kernel=None):
+    """An integer division (floor, trunc, remainder, fmod; `kernel` names the CPU's, None: div, which
+    divides as integers only with a rounding mode): bool operands, which the CPU's kernel does not
+    take, and the number 0 as the divisor, the CPU's ZeroDivisionError where the result has elements
+    (a tensor divisor is checked on the device: ops/elementwise.py)."""
+    def check(self, other, *_, rounding_mode=None, **__):
+        name = kernel or (None if rounding_mode is None else f"div_{rounding_mode}_cpu")
+        if name is None or not _tensor(self):
+            return
+        if self.dtype == torch.bool and _is_bool(other):
+            raise _dispatch_error(name, torch.bool)
+        if _tensor(other):
+            if other.dim() or other.device.type != "cpu" or is_fake(other):
+                return
+            other = other.item()
+        if not isinstance(other, int) or other != 0 or not self.numel():
+            return
+        dtype = torch.result_type(self, other)
+        if not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
+            raise RuntimeError("ZeroDivisionError")
+    return check
+
+
+def _dispatch_error(kernel, dtype):
+    """What AT_DISPATCH raises for a dtype the CPU's kernel has no case for."""
+    return NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
+
+
+def _random_dtype(self, kernel, complex_ok=False, integral_ok=False):
+    """A random kernel's dtypes: floating ones, and complex or integral ones where it takes them."""
+    dtype = self.dtype
+    if not (dtype.is_floating_point or (complex_ok and dtype.is_complex)
+            or (integral_ok and not dtype.is_complex and dtype != torch.bool)):
+        raise _dispatch_error(kernel, dtype)
+
+
+def _floating_kernel(kernel):
+    """An op whose CPU kernel takes floating dtypes only (where the meta kernel raised another error
+    for an integral one, or a decomposition computed something)."""
+    def check(self, *_, **__):
+        if _tensor(self) and not self.dtype.is_floating_point:
+            raise _dispatch_error(kernel, self.dtype)
+    return check
+
+
+def _continuous(name, type_name):
+    def check(self, *_, **__):
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype must be a "
+                               f"floating point but you specified {type_name(self.dtype)}")
+    return check
+
+
+def _log_normal(self, *_, **__):
+    _random_dtype(self, "log_normal_cpu")
+
+
+def _geometric(self, *_, **__):
+    _random_dtype(self, "geometric_cpu", integral_ok=True)
+
+
+def _normal(self, *_, **__):
+    _random_dtype(self, "normal_kernel_cpu", complex_ok=True)
+
+
+def _bernoulli(self, p=0.5, *_, **__):
+    if not _tensor(p) and self.dtype.is_complex:  # (a tensor p: another kernel)
+        raise _dispatch_error("bernoulli_scalar_cpu_", self.dtype)
+
+
+def _lerp(self, end, weight, *_, **__):
+    """lerp's meta function (Lerp.cpp), its dtypes named as C++ types."""
+    for name, t in (("end", end), ("weight", weight)):
+        if _tensor(t) and t.dtype != self.dtype:
+            raise RuntimeError(f"expected dtype {cpp_type_name(self.dtype)} for `{name}` but got dtype "
+                               f"{cpp_type_name(t.dtype)}")
+
+
+def _baddbmm(self, batch1, batch2, *_, **__):
+    if batch1.dim() == 3 and batch2.dim() == 3 and not (self.dtype == batch1.dtype == batch2.dtype):
+        raise RuntimeError(f"Input dtypes must be the same, got: input {cpp_type_name(self.dtype)}, batch1: "
+                           f"{cpp_type_name(batch1.dtype)}, batch2: {cpp_type_name(batch2.dtype)}")
+
+
+def _heaviside(self, values, *_, **__):
+    if _tensor(values) and values.dtype != self.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+
+
+def _put(self, index, source, *_, **__):
+    if _tensor(index) and index.dtype == torch.int64 and _tensor(source) and source.dtype != self.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
+                           f"{scalar_type_name(self.dtype)} and source.dtype = {scalar_type_name(source.dtype)}")
+
+
+def _index_copy(self, dim, index, source, *_, **__):
+    if not (_tensor(index) and _tensor(source)) or index.dim() > 1 or index.dtype != torch.int64:
+        return  # the index's checks come first: the meta kernel's (or decomposition's)
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
+                           f"{scalar_type_name(self.dtype)} and (source) {scalar_type_name(source.dtype)}")
+
+
+def _ldexp_in_place(self, other, *_, **__):
+    """ldexp_: a floating result written into `self` (BinaryOps.cpp)."""
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise RuntimeError(f"ldexp can't be cast to the desired output type {scalar_type_name(self.dtype)}")
+    if _tensor(other) and other.dtype.is_complex:
+        _cast_check(torch.promote_types(self.dtype, other.dtype), self)
+
+
+def _index_put(self, indices, values, *_, **__):
+    """index_put: the index checks (`_index`), then the values' dtype."""
+    _index(self, indices)
+    if _tensor(values) and values.dtype != self.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{scalar_type_name(self.dtype)} for the destination and {scalar_type_name(values.dtype)} "
+                           f"for the source.")
+
+
+def _in_place_cast(op, args, kwargs) -> None:
+    """An in-place pointwise op (TensorIterator's): the operands broadcast to `self`'s shape, then its
+    result type, what its functional form returns, must cast to `self`'s dtype."""
+    if op.namespace != "aten" or not args or not _tensor(args[0]):
+        return
+    functional = getattr(getattr(torch.ops.aten, op._schema.name.split("::")[1][:-1], None), op._overloadname, None)
+    if functional is None or not (torch.Tag.pointwise in op.tags or torch.Tag.pointwise in functional.tags):
+        return  # (PyTorch tags gcd_ and copysign_ as in place only, their functional forms as pointwise)
+
+    def meta(x):
+        if not _tensor(x) or is_fake(x) or x.device.type == "meta" or (x.device.type == "cpu" and x.dim() == 0):
+            return x
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+
+    self = args[0]
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in (*args, *kwargs.values()) if _tensor(t)))
+    except RuntimeError:
+        return  # the op's own meta call raises it
+    if tuple(shape) != tuple(self.shape):  # TensorIterator checks the shapes first
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
+    try:
+        result = functional(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+    except Exception:
+        return  # the op's own meta call raises it
+    result = result[0] if isinstance(result, (tuple, list)) else result
+    if _tensor(result):
+        _cast_check(result.dtype, self)
+
+
 CHECKS = {
+    "aten.index": _index,
+    "aten.index_put": _index,
+    "aten.index_put_": _index,
     "aten.mm": _mm,
     "aten.addmm": _addmm,
     "aten.addbmm": _addbmm,
@@ -503,9 +858,44 @@ CHECKS = {
 }
 
 
+CHECKS.update({
+    "aten.add": _add_sub("add", False), "aten.add_": _add_sub("add", True),
+    "aten.sub": _add_sub("sub", False), "aten.sub_": _add_sub("sub", True), "aten.rsub": _add_sub("rsub", False),
+    "aten.fill": _fill, "aten.fill_": _fill, "aten.index_fill": _index_fill, "aten.index_fill_": _index_fill,
+    "aten.full": _full, "aten.full_like": _full_like, "aten.new_full": _new_full,
+    "aten.clamp": _clamp(False), "aten.clamp_": _clamp(True),
+    "aten.clamp_min": _clamp_bound(False), "aten.clamp_min_": _clamp_bound(True),
+    "aten.clamp_max": _clamp_bound(False), "aten.clamp_max_": _clamp_bound(True),
+    "aten.pow": _pow, "aten.pow_": _pow, "aten.topk": _topk,
+    "aten.addcdiv": _addcdiv, "aten.addcdiv_": _addcdiv, "aten.addcmul": _addcmul, "aten.addcmul_": _addcmul,
+    "aten.div": _int_division(), "aten.div_": _int_division(), "aten.floor_divide": _int_division("div_floor_cpu"),
+    "aten.floor_divide_": _int_division("div_floor_cpu"), "aten.remainder": _int_division("remainder_cpu"),
+    "aten.remainder_": _int_division("remainder_cpu"), "aten.fmod": _int_division("fmod_cpu"),
+    "aten.fmod_": _int_division("fmod_cpu"),
+    "aten.exponential_": _continuous("Exponential", scalar_type_name),
+    "aten.cauchy_": _continuous("Cauchy", cpp_type_name),
+    "aten.log_normal_": _log_normal, "aten.geometric_": _geometric, "aten.normal_": _normal,
+    "aten.bernoulli_": _bernoulli, "aten.lerp": _lerp, "aten.lerp_": _lerp, "aten.baddbmm": _baddbmm,
+    "aten.baddbmm_": _baddbmm, "aten.heaviside": _heaviside, "aten.heaviside_": _heaviside,
+    "aten.addmm_": _addmm, "aten.addbmm_": _addbmm, "aten.put": _put, "aten.put_": _put,
+    "aten.index_put": _index_put, "aten.index_put_": _index_put,
+    "aten.elu": _floating_kernel("elu_cpu"), "aten.elu_": _floating_kernel("elu_cpu"),
+    "aten.leaky_relu": _floating_kernel("leaky_relu_cpu"), "aten.leaky_relu_": _floating_kernel("leaky_relu_cpu"),
+    "aten.frac": _floating_kernel("frac_cpu"), "aten.frac_": _floating_kernel("frac_cpu"),
+    "aten.celu": _floating_kernel("elu_cpu"), "aten.celu_": _floating_kernel("elu_cpu"),
+    "aten.index_copy": _index_copy, "aten.index_copy_": _index_copy, "aten.ldexp_": _ldexp_in_place,
+})
+
+
 # Checks that read a Python number's value, which is not part of an executable's key: they run on
 # every call, not only when the op compiles (a cached masked_fill(int8, 1) must not let 1000 through)
-_ON_EVERY_CALL = frozenset({"aten.masked_fill", "aten.masked_fill_", "aten.uniform", "aten.uniform_"})
+_ON_EVERY_CALL = frozenset({"aten.masked_fill", "aten.masked_fill_", "aten.uniform", "aten.uniform_",
+                            "aten.add", "aten.add_", "aten.sub", "aten.sub_", "aten.rsub", "aten.fill", "aten.fill_",
+                            "aten.index_fill", "aten.index_fill_", "aten.full", "aten.full_like", "aten.new_full",
+                            "aten.clamp", "aten.clamp_", "aten.clamp_min", "aten.clamp_min_", "aten.clamp_max",
+                            "aten.clamp_max_", "aten.pow", "aten.pow_", "aten.addcdiv", "aten.addcdiv_",
+                            "aten.addcmul", "aten.addcmul_", "aten.div", "aten.div_", "aten.floor_divide",
+                            "aten.floor_divide_", "aten.remainder", "aten.remainder_", "aten.fmod", "aten.fmod_"})
 
 
 def checks_every_call(op) -> bool:
@@ -513,12 +903,23 @@ def checks_every_call(op) -> bool:
     return str(op.overloadpacket) in _ON_EVERY_CALL
 
 
-def check(op, args, kwargs) -> None:
+def check(op, args, kwargs, values_only=False) -> None:
     """Raise what the CPU's kernel of `op` (an OpOverload) raises for these arguments, if it is one
-    of the errors PyTorch's meta kernel does not raise: its type, the CPU's message, the op named."""
+    of the errors PyTorch's meta kernel does not raise: its type, the CPU's message, the op named.
+    An in-place pointwise op's result type is checked against `self`'s dtype too, unless
+    `values_only` (a call whose key, which holds every dtype, was checked when it compiled)."""
     fn = CHECKS.get(str(op.overloadpacket))
-    if fn is not None:
+    in_place = not values_only and torch.Tag.inplace in op.tags
+    if fn is not None or in_place:
         try:
-            fn(*args, **kwargs)
+            if fn is not None:
+                fn(*args, **kwargs)
+            if in_place:
+                _in_place_cast(op, args, kwargs)
+        except Exception as e:
+            raise named(e, str(op)) from None
+    if not values_only and kwargs:  # the CPU's rules for out= tensors (`out_checks`)
+        try:
+            out_checks.check(op, args, kwargs)
         except Exception as e:
             raise named(e, str(op)) from None

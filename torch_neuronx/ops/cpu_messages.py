@@ -65,17 +65,31 @@ def _shape_list(match) -> str:
     return f"{match.group(1)}[{match.group(2).rstrip(', ')}]"
 
 
+# PyTorch's out= wrapper of Python meta kernels (in-place ones too) against TensorIterator's cast check
+_UNSAFE_CAST = re.compile(r"Attempting to cast from (\w+) to out tensor with dtype (\w+), but this can't be cast "
+                          r"because it is not safe!")
+
+
 def respell(message: str) -> str:
     """`message` with sizes and dtypes spelled as c10 spells them: `[5, 0]`, `Float`; a broadcasting
-    mismatch as TensorIterator states it."""
+    mismatch and an unsafe cast of the result as TensorIterator states them."""
     text = _DTYPE.sub(_dtype_name, _SIZE.sub(r"\1", message))
+    text = _UNSAFE_CAST.sub(r"result type \1 can't be cast to the desired output type \2", text)
     return _BROADCAST_SHAPE.sub(_shape_list, _BROADCAST.sub(_broadcast_message, text))
+
+
+def _message(e: Exception) -> str:
+    """`e`'s message; the parts of one that torch._check was given as a tuple (a meta kernel's
+    mistake: its str is the tuple's repr), joined as the C++ check joins them."""
+    if len(e.args) == 1 and isinstance(e.args[0], tuple) and e.args[0] and all(isinstance(a, str) for a in e.args[0]):
+        return "".join(e.args[0])
+    return str(e)
 
 
 def named(e: Exception, op_name: str) -> Exception:
     """The error `e` raised by (or inside) `op_name`, as neuron raises it: same type, the CPU's
     spellings, the op named first (once: a message that already starts with it keeps it)."""
-    text = respell(str(e))
+    text = respell(_message(e))
     message = text if text.startswith(op_name + ":") else f"{op_name}: {text}"
     try:
         return type(e)(message)

@@ -20,8 +20,9 @@ import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
 from .dtypes import cast, to_numpy_dtype
-from ._registry import aten, lower
-from .promotion import category, compute_dtype, float_dtype, is_float, is_floatlike, is_int, result_dtype
+from ._registry import aten, lower, require
+from .promotion import (category, compute_dtype, float_dtype, is_float, is_floatlike, is_int, is_weak,
+                        result_dtype)
 
 _BOOL = np.dtype(np.bool_)
 _F32 = np.dtype(np.float32)
@@ -98,6 +99,17 @@ def _floor_div_int(a, b):
     return jnp.where((lax.rem(a, b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
 
 
+def _int_divisor(a, b, divisor):
+    """(a, b) broadcast, the integer divisor `b` with its zeros replaced by 1: the CPU raises
+    ZeroDivisionError for a zero divisor (checked here for a tensor `divisor`, the argument before
+    promotion; for a number on the host, ops/argument_checks.py), and XLA's CPU compiler dies of
+    SIGFPE folding a division by a constant zero."""
+    a, b = jnp.broadcast_arrays(a, b)
+    if not is_weak(divisor):
+        require(~jnp.any(b == 0), RuntimeError, "ZeroDivisionError")
+    return a, jnp.where(b == 0, jnp.ones((), b.dtype), b)
+
+
 def _remainder(a, b):
     a, b = jnp.broadcast_arrays(a, b)
     mod = lax.rem(a, b)
@@ -114,6 +126,8 @@ def _div_mode(a, b, rounding_mode, dt):
     x, y, _ = _args(a, b, dt=dt)
     if dt == _BOOL:
         x, y = x.astype(np.int64), y.astype(np.int64)
+    if rounding_mode in ("trunc", "floor") and not is_floatlike(x.dtype):
+        x, y = _int_divisor(x, y, b)
     if rounding_mode == "trunc":
         res = lax.div(*jnp.broadcast_arrays(x, y)) if not is_floatlike(x.dtype) else jnp.trunc(x / y)
     elif rounding_mode == "floor":
@@ -546,6 +560,8 @@ def fmin(self, other):
 @lower(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(self, other):
     a, b, dt = _args(self, other, rounded=True)
+    if not is_floatlike(a.dtype):
+        a, b = _int_divisor(a, b, other)
     return _out(lax.rem(*jnp.broadcast_arrays(a, b)), dt)
 
 
@@ -969,6 +985,8 @@ def relu(self):
 @lower(aten.remainder.Tensor, aten.remainder.Scalar)
 def remainder(self, other):
     a, b, dt = _args(self, other, rounded=True)
+    if not is_floatlike(a.dtype):
+        a, b = _int_divisor(a, b, other)
     return _out(_remainder(a, b), dt)
 
 

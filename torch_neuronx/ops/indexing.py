@@ -29,6 +29,7 @@ import numpy as np
 from ..runtime.lazy_jax import jnp, lax
 from .dtypes import is_low_precision, to_torch_dtype
 from ._registry import aten, lower, require, require_in_range
+from .value_checks import POSITION, VALUE
 
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
@@ -81,17 +82,22 @@ def _scatter_prepare(self, dim, index, src):
     return self, index, dim, src, _along_axis_key(index, dim), undo
 
 
-def _check_along(x, dim, index, op):
+def _check_along(x, dim, index):
     require_in_range(index, x.shape[dim], RuntimeError,
-                     f"{op}: index out of bounds for dimension {dim} with size {x.shape[dim]}", False)
+                     f"index {VALUE} is out of bounds for dimension {dim} with size {x.shape[dim]}", False)
 
 
 def _check_advanced(self, indices):
-    """index/index_put: each index tensor within its dimension (negative ones count from the end)."""
+    """index/index_put: each index tensor within its dimension (negative ones count from the end). The
+    CPU numbers a dimension among the indexed ones (a mask counts its dimensions)."""
+    indexed = 0
     for d, i in enumerate(indices):
         if i is not None and np.dtype(i.dtype) not in _MASK_DTYPES:
             n = self.shape[d]
-            require_in_range(i, n, IndexError, f"index out of bounds for dimension {d} with size {n}", True)
+            require_in_range(i, n, IndexError, f"index {VALUE} is out of bounds for dimension {indexed} with size {n}",
+                             True)
+        if i is not None:
+            indexed += i.ndim if np.dtype(i.dtype) in _MASK_DTYPES else 1
 
 
 def _scatter(self, dim, index, src, reduce=None):
@@ -99,7 +105,7 @@ def _scatter(self, dim, index, src, reduce=None):
     if index.size == 0:
         return self
     x, index, dim, src, key, undo = _scatter_prepare(self, dim, index, src)
-    _check_along(x, dim, index, "scatter")
+    _check_along(x, dim, index)
     kw = dict(mode="drop", wrap_negative_indices=False)
     if reduce is None:
         return undo(x.at[key].set(src.astype(x.dtype), **kw))
@@ -165,7 +171,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, p
     idx = indices.astype(_I64)
     off = offsets.astype(_I64)
     require_in_range(idx, num_weights, RuntimeError,
-                     f"embedding_bag: an index is not in the valid range [0, {num_weights})", False)
+                     f"Index {POSITION} of input takes value {VALUE} which is not in the valid range "
+                     f"[0, {num_weights})", False)
     if n_off > 0:
         require(off[0] == 0, RuntimeError, "offsets[0] has to be 0, i.e., the first sequence in the "
                 "mini-batch has to start from position 0")
@@ -275,7 +282,7 @@ def gather(self, dim, index, sparse_grad):
     if index.ndim == 0:
         index = index.reshape(1)
     dim = dim % self.ndim
-    _check_along(self, dim, index, "gather")
+    _check_along(self, dim, index)
     shape = tuple(index.shape[d] if d != dim else self.shape[d] for d in range(self.ndim))
     x = _slice_to(self, shape)
     return jnp.take_along_axis(x, index, axis=dim, mode="promise_in_bounds", wrap_negative_indices=False)
@@ -424,8 +431,8 @@ def put(self, index, source, accumulate):
     src = source.reshape(-1).astype(self.dtype)
     if idx.size == 0:
         return self
-    require_in_range(idx, n, IndexError, f"out of range: tried to access an index out of range on a tensor of {n} "
-                     "elements", True)
+    require_in_range(idx, n, IndexError, f"out of range: tried to access index {VALUE} on a tensor of {n} elements.",
+                     True)
     idx = jnp.where(idx < 0, idx + n, idx)
     flat = self.reshape(-1)
     kw = dict(mode="drop", wrap_negative_indices=False)
@@ -454,8 +461,8 @@ def take(self, index):
         return jnp.zeros(index.shape, self.dtype)
     if n == 0:
         raise IndexError("take(): tried to take from an empty tensor")
-    require_in_range(index, n, IndexError, f"out of range: tried to access an index out of range on a tensor of {n} "
-                     "elements", True)
+    require_in_range(index, n, IndexError, f"out of range: tried to access index {VALUE} on a tensor of {n} elements.",
+                     True)
     idx = jnp.where(index < 0, index + n, index)
     return self.reshape(-1).at[idx].get(mode="promise_in_bounds")
 
@@ -496,7 +503,7 @@ def scatter_reduce_two(self, dim, index, src, reduce, include_self):
     if index.size == 0:
         return self
     x, index, dim, src, key, undo = _scatter_prepare(self, dim, index, src)
-    _check_along(x, dim, index, "scatter_reduce")
+    _check_along(x, dim, index)
     kw = dict(mode="drop", wrap_negative_indices=False)
     acc = _acc(x.dtype)
     xa, sa = x.astype(acc), src.astype(x.dtype).astype(acc)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..runtime.lazy_jax import jax, jnp, lax
 from .dtypes import cast, to_numpy_dtype
-from ._registry import aten, lower
+from ._registry import aten, lower, require
 from .factory import requested_dtype
 from .promotion import category, compute_dtype, default_float, is_floatlike, is_weak, result_dtype
 
@@ -133,6 +133,7 @@ def log_normal(self, mean, std, generator):
 @lower(aten.multinomial.default)
 def multinomial(self, num_samples, replacement, generator):
     # rows of non-negative weights (not necessarily normalized); zero weights are never drawn
+    _check_probabilities(self, replacement and num_samples > 1)
     logits = jnp.log(cast(self, np.float32) if not is_floatlike(self.dtype) else self.astype(np.float32))
     if replacement:
         draws = jax.random.categorical(generator, logits[..., None, :], axis=-1,
@@ -141,6 +142,27 @@ def multinomial(self, num_samples, replacement, generator):
     # without replacement: the Gumbel-top-k trick draws distinct categories with the right law
     gumbel = jax.random.gumbel(generator, logits.shape, np.float32)
     return lax.top_k(logits + gumbel, num_samples)[1].astype(np.int64)
+
+
+def _check_probabilities(p, per_entry):
+    """The CPU's checks of multinomial's weights (Distributions.cpp): of the whole tensor first, or,
+    drawing several with replacement (`per_entry`), the first bad entry in row order as its kernel
+    finds it; then each row's sum."""
+    if p.size == 0:
+        return
+    negative, finite = ~(p >= 0), jnp.isfinite(p)  # (the kernel's `val >= 0` check fails for NaN too)
+    if per_entry:
+        bad = jnp.ravel(negative | ~finite)
+        first_negative = jnp.ravel(negative)[jnp.argmax(bad)]
+        require(~(jnp.any(bad) & first_negative), RuntimeError,
+                "invalid multinomial distribution (encountering probability entry < 0)")
+        require(~jnp.any(bad), RuntimeError,
+                "invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+    else:
+        require(jnp.all(~negative & finite), RuntimeError,
+                "probability tensor contains either `inf`, `nan` or element < 0")
+    total = jnp.sum(p.astype(np.float64) if p.dtype == np.float64 else p.astype(np.float32), axis=-1)
+    require(jnp.all(total > 0), RuntimeError, "invalid multinomial distribution (sum of probabilities <= 0)")
 
 
 # native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)

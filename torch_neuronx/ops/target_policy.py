@@ -37,8 +37,9 @@ NARROWED = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtyp
 _NARROWING_WARNING = r"Explicitly requested dtype \w+ requested in .* is not available"
 
 
-class TargetUnsupported(TypeError):
-    """A dtype the target does not have (complex); the message names the target, the op and the dtype."""
+class TargetUnsupported(NotImplementedError):
+    """A dtype the target does not have (complex); the message names the target, the op and the dtype.
+    Not a TypeError, which Python's operators would turn into "unsupported operand type(s)"."""
 
 
 class _ThreadState(threading.local):

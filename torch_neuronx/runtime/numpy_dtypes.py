@@ -56,8 +56,9 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class UnsupportedDtype(TypeError):
-    pass
+class UnsupportedDtype(NotImplementedError):
+    """A dtype the device does not carry (complex32). Not a TypeError: Python's operators would take
+    it for "not this operand type" and raise their own "unsupported operand type(s)" instead."""
 
 
 def to_numpy_dtype(dtype: torch.dtype) -> np.dtype:
