@@ -100,9 +100,9 @@ def remember(key: tuple, aten_graph: torch.fx.GraphModule, name: str) -> bool:
     if not _wrapper_does_nothing(aten_graph):
         return False
     thread = threading.Thread(target=_store, args=(key, aten_graph, name), name="torch_neuronx-aot-record")
-    with _pending_lock:
+    with _pending_lock:  # started before another thread's `finish_records` can see (and join) it
+        thread.start()
         _pending.append(thread)
-    thread.start()
     return True
 
 
