@@ -20,11 +20,11 @@ _MASKS = (torch.bool, torch.uint8)
 UINT8_DEPRECATED = "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead."
 
 
-def check_masks(self, indices, warn: bool = True) -> None:
+def check_masks(self, indices) -> None:
     """ATen's checks of the masks among `indices` (their shapes: `argument_checks.index_masks`); a uint8
     mask warns, as the CPU's `expandTensors` does."""
     index_masks(self, indices)
-    if warn and any(i is not None and i.dtype == torch.uint8 for i in indices):
+    if any(i is not None and i.dtype == torch.uint8 for i in indices):
         warnings.warn(UINT8_DEPRECATED, UserWarning, stacklevel=3)
 
 
@@ -69,7 +69,7 @@ def masked_fill_mask(self, indices, values):
         if index.dtype not in _MASKS or index.device != self.device or mask is not None:
             return None
         mask = index
-        check_masks(self, [None] * covered + [index], warn=False)
+        index_masks(self, [None] * covered + [index])
         covered += index.dim()
     if mask is None:
         return None

@@ -314,18 +314,15 @@ def _same_as_self(message):
     return rule
 
 
+_DOT = _same_as_self(lambda s, o: f"result dtype {scalar_type_name(o)} does not match input dtype "
+                                  f"{scalar_type_name(s)}")
+
+
 def _bool_out(message):
     def rule(op, args, kwargs, outs):
         if _tensor(outs[0]) and outs[0].dtype != torch.bool:
             raise RuntimeError(message(outs[0].dtype))
     return rule
-
-
-def _dot(op, args, kwargs, outs):
-    self, out = args[0], outs[0]
-    if _tensor(out) and out.dtype != self.dtype:
-        raise RuntimeError(f"result dtype {scalar_type_name(out.dtype)} does not match input dtype "
-                           f"{scalar_type_name(self.dtype)}")
 
 
 def _mv(op, args, kwargs, outs):
@@ -387,13 +384,6 @@ def _searchsorted(op, args, kwargs, outs):
         raise RuntimeError(f"torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or "
                            f"Long(int64) depending on whether out_int32 flag is True, but we got output tensor's dtype "
                            f"{scalar_type_name(out.dtype)} and out_int32 flag is {'True' if out_int32 else 'False'}")
-
-
-def _histc(op, args, kwargs, outs):
-    self, out = args[0], outs[0]
-    if _tensor(out) and out.dtype != self.dtype:
-        raise RuntimeError(f"torch.histogram: input tensor and hist tensor should have the same dtype, but got input "
-                           f"{cpp_type_name(self.dtype)} and hist {cpp_type_name(out.dtype)}")
 
 
 def _logsumexp(op, args, kwargs, outs):
@@ -476,13 +466,6 @@ def _polar(op, args, kwargs, outs):
                                f"{scalar_type_name(out.dtype)} for argument 'out'")
 
 
-def _ormqr(op, args, kwargs, outs):
-    self, out = args[0], outs[0]
-    if _tensor(out) and out.dtype != self.dtype:
-        raise RuntimeError(f"torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
-                           f"{scalar_type_name(self.dtype)} and result has dtype {scalar_type_name(out.dtype)}")
-
-
 def _not_implemented_for(kernel, dtypes):
     """A kernel that computes in its out tensor's dtype and has no loop for some dtypes (its AT_DISPATCH)."""
     def rule(op, args, kwargs, outs):
@@ -563,14 +546,18 @@ RULES = {
                                                                        "singular_values"])),
     "aten.geqrf": _each_out(_castable("torch.geqrf: ", ["a", "tau"])),
     # kernels with words of their own
-    "aten.dot": _dot, "aten.vdot": _dot, "aten.mv": _mv, "aten.addbmm": _addbmm,
+    "aten.dot": _DOT, "aten.vdot": _DOT, "aten.mv": _mv, "aten.addbmm": _addbmm,
     "aten.max": _max_min_unary, "aten.min": _max_min_unary,
     "aten.heaviside": _heaviside, "aten.frexp": _frexp, "aten.where": _where,
-    "aten.searchsorted": _searchsorted, "aten.bucketize": _searchsorted, "aten.histc": _histc,
+    "aten.searchsorted": _searchsorted, "aten.bucketize": _searchsorted, "aten.histc": _same_as_self(
+        lambda s, o: f"torch.histogram: input tensor and hist tensor should have the same dtype, but got input "
+                     f"{cpp_type_name(s)} and hist {cpp_type_name(o)}"),
     "aten.logsumexp": _logsumexp, "aten.cat": _cat, "aten.stack": _cat, "aten.mean": _mean,
     "aten.kthvalue": _kthvalue, "aten.mode": _mode, "aten.cummax": _cum_max_min, "aten.cummin": _cum_max_min,
     "aten.logcumsumexp": _logcumsumexp, "aten.native_batch_norm": _expected_scalar_type,
-    "aten.log_sigmoid_forward": _expected_scalar_type, "aten.polar": _polar, "aten.ormqr": _ormqr,
+    "aten.log_sigmoid_forward": _expected_scalar_type, "aten.polar": _polar, "aten.ormqr": _same_as_self(
+        lambda s, o: f"torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
+                     f"{scalar_type_name(s)} and result has dtype {scalar_type_name(o)}"),
     "aten.narrow_copy": _same_as_self(lambda s, o: "Expected self.dtype() == output.dtype() to be true, but got "
                                       "false.  (Could this error message be improved?  If so, please report an "
                                       "enhancement request to PyTorch.)"),
