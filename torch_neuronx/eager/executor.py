@@ -231,8 +231,8 @@ def run(spec: OpSpec, args: tuple, kwargs: dict):
         raise devices.bad_fork_error()
     if _pending_events() or storage.applying:
         storage.apply_events()
-    if spec.checks_every_call:
-        argument_checks.check(spec.op, args, kwargs, values_only=True)
+    if spec.every_call_check is not None:
+        spec.every_call_check(args, kwargs)
     if spec.generator is not None:  # CPU tensors, a neuron generator's numbers (a 0-dim CPU `self`
         # would pass below as a scalar: DataLoader's seed, `torch.empty(()).random_(generator=g)`)
         gen = host_draws.neuron_generator(spec, args, kwargs)

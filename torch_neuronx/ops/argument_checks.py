@@ -898,18 +898,30 @@ _ON_EVERY_CALL = frozenset({"aten.masked_fill", "aten.masked_fill_", "aten.unifo
                             "aten.floor_divide_", "aten.remainder", "aten.remainder_", "aten.fmod", "aten.fmod_"})
 
 
-def checks_every_call(op) -> bool:
-    """Whether `op`'s check must run on every call, not only when it compiles."""
-    return str(op.overloadpacket) in _ON_EVERY_CALL
+def every_call_check(op):
+    """`op`'s check that must run on every call, not only when it compiles (it reads Python numbers,
+    which its key does not hold), as `run(args, kwargs)`, resolved once per op; else None. Only the
+    check itself: the in-place and out= rules read dtypes, which the key holds."""
+    packet = str(op.overloadpacket)
+    if packet not in _ON_EVERY_CALL:
+        return None
+    fn, name = CHECKS[packet], str(op)
+
+    def run(args, kwargs):
+        try:
+            fn(*args, **kwargs)
+        except Exception as e:
+            raise named(e, name) from None
+
+    return run
 
 
-def check(op, args, kwargs, values_only=False) -> None:
+def check(op, args, kwargs) -> None:
     """Raise what the CPU's kernel of `op` (an OpOverload) raises for these arguments, if it is one
     of the errors PyTorch's meta kernel does not raise: its type, the CPU's message, the op named.
-    An in-place pointwise op's result type is checked against `self`'s dtype too, unless
-    `values_only` (a call whose key, which holds every dtype, was checked when it compiled)."""
+    An in-place pointwise op's result type is checked against `self`'s dtype too."""
     fn = CHECKS.get(str(op.overloadpacket))
-    in_place = not values_only and torch.Tag.inplace in op.tags
+    in_place = torch.Tag.inplace in op.tags
     if fn is not None or in_place:
         try:
             if fn is not None:
@@ -918,7 +930,7 @@ def check(op, args, kwargs, values_only=False) -> None:
                 _in_place_cast(op, args, kwargs)
         except Exception as e:
             raise named(e, str(op)) from None
-    if not values_only and kwargs:  # the CPU's rules for out= tensors (`out_checks`)
+    if kwargs:  # the CPU's rules for out= tensors (`out_checks`)
         try:
             out_checks.check(op, args, kwargs)
         except Exception as e:

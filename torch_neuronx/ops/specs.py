@@ -51,7 +51,7 @@ class OpSpec:
         self.traced_numbers = () if lowering is None else tuple(
             i for i, a in enumerate(functional._schema.arguments)
             if arg_kind(a, lowering) in (ArgKind.SCALAR, ArgKind.TENSOR))
-        self.checks_every_call = argument_checks.checks_every_call(op)  # reads Python numbers: on cache hits too
+        self.every_call_check = argument_checks.every_call_check(op)  # reads Python numbers: on cache hits too
 
     def arg_value(self, args, kwargs, name):
         i = self.arg_names.index(name)
