@@ -48,6 +48,7 @@ FORMS = {
     "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT": ([("1", 1), ("4", 4), ("4096", 4096)],
                                                       ["0", "-4", "many", "2.5"]),
     "TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD": ([("0", 0), ("15", 15)], ["-1", "few", "1.5"]),
+    "TORCH_NEURONX_INDEX_LENGTH_BUCKETS": ([("4", 4), ("0", 0), ("32", 32)], ["-1", "some", "2.5"]),
     "TORCH_NEURONX_CPU_FALLBACK": ([("warn", "warn"), ("error", "error"), ("ERROR", "error"), ("silent", "silent")],
                                    ["1", "raise"]),
     "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": (FLAG_FORMS, FLAG_BAD),

@@ -18,7 +18,7 @@ from ..cache import Built, Key, executable_cache
 from ..ops.protocol import wrap_contiguous
 from ..runtime import devices, executables
 from ..runtime.lazy_jax import jax
-from . import executor, host_indices
+from . import executor, host_indices, index_lengths
 from .buffers import device_flat, to_host
 from ..ops.specs import spec_for
 
@@ -30,13 +30,17 @@ _MASKS = (torch.bool, torch.uint8)
 
 def nonzero(self):
     count = int(aten.ne.Scalar(self, 0).sum().item())  # the one host synchronization
-    return aten.nonzero_static.default(self, size=count)
+    return index_lengths.nonzero(self, count, _nonzero_static)
+
+
+def _nonzero_static(self, size):
+    return aten.nonzero_static.default(self, size=size)
 
 
 def masked_select(self, mask):
     self_b, mask_b = torch.broadcast_tensors(self, mask)
     flat = nonzero(mask_b.reshape(-1)).reshape(-1)
-    return self_b.reshape(-1).index_select(0, flat)
+    return index(self_b.reshape(-1), [flat])
 
 
 def repeat_interleave(repeats, *, output_size=None):
@@ -49,15 +53,20 @@ def repeat_interleave(repeats, *, output_size=None):
 
 def index(self, indices):
     """index.Tensor: host index tensors taken as ATen takes them (`host_indices`); boolean masks become
-    the integer indices of their True elements, as PyTorch does, then the static-shape lowering runs."""
+    the integer indices of their True elements, as PyTorch does, then the static-shape lowering runs
+    (at the bucket of the indices' length in a loop over many lengths: `index_lengths`)."""
     masks = host_indices.has_masks(indices)
     if masks:
         host_indices.check_masks(self, indices)
+    else:
+        got = index_lengths.index(self, indices, _index)
+        if got is not None:
+            return got
     if host_indices.elsewhere(self, indices):
         indices = host_indices.to_device(self, indices, mask_positions=True)
         masks = host_indices.has_masks(indices)
     if not masks:
-        return executor.run(spec_for(aten.index.Tensor), (self, indices), {})
+        return _index(self, indices)
     expanded = []
     for i in indices:
         if i is not None and i.dtype in _MASKS:
@@ -65,6 +74,13 @@ def index(self, indices):
         else:
             expanded.append(i)
     return aten.index.Tensor(self, expanded)
+
+
+def _index(self, indices):
+    """index.Tensor of mask-free indices, host ones moved to `self`'s device."""
+    if host_indices.elsewhere(self, indices):
+        indices = host_indices.to_device(self, indices, mask_positions=False)
+    return executor.run(spec_for(aten.index.Tensor), (self, indices), {})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import warnings
 import torch
 
 from ..ops.argument_checks import index_masks
+from . import index_lengths
 
 _MASKS = (torch.bool, torch.uint8)
 UINT8_DEPRECATED = "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead."
@@ -80,6 +81,8 @@ def index_put_kernel(kernel, *, in_place: bool):
     """An `index_put` family kernel (self, indices, values, accumulate, ...) taking host indices: the
     masked_fill path ATen takes where it applies, the masks checked, host indices moved."""
 
+    name = "index_put_" if in_place else "index_put"
+
     def run(self, indices, values, accumulate=False, *rest, **kwargs):
         if not accumulate and not rest and not kwargs:
             mask = masked_fill_mask(self, indices, values)
@@ -88,6 +91,10 @@ def index_put_kernel(kernel, *, in_place: bool):
                 return fill(mask, values.item())
         if has_masks(indices):
             check_masks(self, indices)
+        else:  # a loop over many index lengths: at the bucket of this one
+            padded = index_lengths.index_put_args(name, self, indices, values, accumulate)
+            if padded is not None:
+                indices, values = padded
         if elsewhere(self, indices):
             indices = to_device(self, indices, mask_positions=False)
         return kernel(self, indices, values, accumulate, *rest, **kwargs)

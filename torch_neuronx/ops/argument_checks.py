@@ -782,12 +782,36 @@ def _ldexp_in_place(self, other, *_, **__):
 
 
 def _index_put(self, indices, values, *_, **__):
-    """index_put: the index checks (`_index`), then the values' dtype."""
+    """index_put: the index checks (`_index`), then the values' dtype and shape (against the indexed
+    result's, where integer indices make it static)."""
     _index(self, indices)
-    if _tensor(values) and values.dtype != self.dtype:
+    if not _tensor(values):
+        return
+    if values.dtype != self.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{scalar_type_name(self.dtype)} for the destination and {scalar_type_name(values.dtype)} "
                            f"for the source.")
+    indexed = indexed_shape(self, indices)
+    if indexed is not None and (values.dim() > len(indexed) or any(
+            v not in (1, r) for v, r in zip(reversed(values.shape), reversed(indexed)))):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(indexed)}")
+
+
+def indexed_shape(self, indices):
+    """The shape of `self[indices]` for integer index tensors (None where masks make it data-dependent,
+    or the indices are the meta kernel's error): the broadcast indices' shape where the indices stand if
+    they are adjacent, else first, as ATen's advanced indexing lays it out."""
+    places = [d for d, i in enumerate(indices) if i is not None]
+    if not places or len(indices) > self.dim() or any(indices[d].dtype in (torch.bool, torch.uint8) for d in places):
+        return None
+    try:
+        shape = tuple(torch.broadcast_shapes(*(indices[d].shape for d in places)))
+    except RuntimeError:
+        return None
+    rest = [n for d, n in enumerate(self.shape) if d not in places]
+    at = places[0] if places[-1] - places[0] == len(places) - 1 else 0
+    return tuple(rest[:at]) + shape + tuple(rest[at:])
 
 
 def _in_place_cast(op, args, kwargs) -> None:

@@ -294,6 +294,11 @@ SETTINGS: tuple[Setting, ...] = (
             "pending",
             inert="here the device runs on the host's cores, so flushing early to keep it busy gains nothing: "
                   "a run is cut only where docs/torchneuron.md says"),
+    Setting("TORCH_NEURONX_INDEX_LENGTH_BUCKETS", "index_length_buckets",
+            Type("count", functools.partial(parse_whole, unit="index lengths", zero="0: never")), 4,
+            "an indexing op (index_put, index, nonzero) that has met more than this many distinct index "
+            "lengths with everything else the same runs each new length at a bucket (powers of two, then "
+            "sixteenths of an octave): a dozen executables for hundreds of lengths (0: one per length)"),
     Setting("TORCH_NEURONX_CPU_FALLBACK", "cpu_fallback",
             CHOICE({"warn": "warn", "error": "error", "silent": "silent"}, "warn, error or silent"), "warn",
             "an op with no neuron lowering runs on the CPU with a warning once per op (warn), silently "
