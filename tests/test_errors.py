@@ -217,6 +217,16 @@ CASES = [
     ("index_reduce_dim", lambda d: torch.index_reduce(_r(3, 2, device=d), 5, torch.tensor([0], device=d),
                                                       _r(1, 2, device=d), "prod"), "aten.index_reduce",
      "Dimension out of range (expected to be in range of [-2, 1], but got 5)"),
+    # value checks inside the executables, as the CPU's kernels word them
+    ("nll_loss_target", lambda d: F.nll_loss(_r(3, 5, device=d), torch.tensor([1, 7, 2], device=d)),
+     "aten.nll_loss_forward", "Target 7 is out of bounds."),
+    ("nll_loss2d_target", lambda d: F.nll_loss(_r(2, 3, 2, 2, device=d), torch.tensor([[[0, 1], [2, -3]]] * 2,
+                                                                                      device=d)),
+     "aten.nll_loss2d_forward", "Target -3 is out of bounds."),
+    ("index_copy_range", lambda d: _r(3, 2, device=d).index_copy_(0, torch.tensor([5], device=d), _r(1, 2, device=d)),
+     "aten.index_copy", "index_copy_(): index 5 is out of bounds for dimension 0 with size 3"),
+    ("repeat_interleave_negative", lambda d: torch.repeat_interleave(torch.tensor([1, -1], device=d)),
+     "repeat_interleave", "repeats can not be negative"),
     # as_strided_scatter past the end of self's storage
     ("as_strided_scatter_bounds", lambda d: torch.as_strided_scatter(_r(4, 4, device=d), _r(2, 2, device=d), [2, 2],
                                                                      [4, 1], 11), "aten.as_strided_scatter",

@@ -114,7 +114,7 @@ def cache_stats() -> dict[str, int]:
 
 def clear_op_tracking() -> None:
     for c in (_executed, _compiles, _compile_s, _misses, _fallbacks, _refused, _decomposed, _disk, _host_reads,
-              _fusion, _run_ends):
+              _fusion, _run_ends, _bucketed):
         c.clear()
     _load_times.clear()
     _run_lengths.clear()
@@ -123,6 +123,21 @@ def clear_op_tracking() -> None:
     from .runtime import costs
 
     costs.clear()
+
+
+# ---- index lengths run at buckets (torch_neuronx.eager.index_lengths)
+
+_bucketed: collections.Counter = collections.Counter()
+
+
+def index_bucketed(op: str) -> None:
+    """A call of `op` ran at the bucket of its index length instead of its own length."""
+    _bucketed[op] += 1
+
+
+def index_buckets() -> dict[str, int]:
+    """Per op, the calls that ran at a bucket of their index length (since `clear_op_tracking()`)."""
+    return dict(_bucketed)
 
 
 # ---- eager fusion (torch_neuronx.eager.fusion)
@@ -508,6 +523,8 @@ def report() -> str:
     if native:
         lines.append("torch's CPU kernels in executables (since the process started): " + ", ".join(
             f"{k} {v['calls']} calls {v['seconds']:.2f} s" for k, v in native.items()))
+    if _bucketed:
+        lines.append("index lengths run at buckets: " + ", ".join(f"{op} {n} calls" for op, n in sorted(_bucketed.items())))
     if _fusion["runs"]:
         f = fusion_stats()
         ends = ", ".join(f"{why} {n}" for why, n in sorted(_run_ends.items(), key=lambda kv: -kv[1]))

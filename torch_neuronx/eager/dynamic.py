@@ -46,8 +46,14 @@ def masked_select(self, mask):
 def repeat_interleave(repeats, *, output_size=None):
     """repeat_interleave.Tensor: its length is the sum of the repeats (one host read when the
     caller gives no output_size), then the static-shape lowering runs."""
-    if output_size is None:
-        output_size = int(repeats.sum().item())
+    if output_size is None:  # (ATen checks the signs only then, as here: one host read for both)
+        if repeats.dim() == 1 and repeats.numel() and not repeats.dtype.is_floating_point:
+            total, low = (int(v) for v in to_host(torch.stack([repeats.sum(), repeats.min()]).to(torch.int64)))
+            if low < 0:
+                raise RuntimeError("aten.repeat_interleave.Tensor: repeats can not be negative")
+            output_size = total
+        else:
+            output_size = int(repeats.sum().item())
     return executor.run(spec_for(aten.repeat_interleave.Tensor), (repeats,), {"output_size": output_size})
 
 

@@ -81,7 +81,7 @@ def index_put_kernel(kernel, *, in_place: bool):
     """An `index_put` family kernel (self, indices, values, accumulate, ...) taking host indices: the
     masked_fill path ATen takes where it applies, the masks checked, host indices moved."""
 
-    name = "index_put_" if in_place else "index_put"
+    name = "aten.index_put_.default" if in_place else "aten.index_put.default"
 
     def run(self, indices, values, accumulate=False, *rest, **kwargs):
         if not accumulate and not rest and not kwargs:

@@ -19,6 +19,9 @@ training step) never pads. The padded call's result is the unpadded call's, exac
   bucket's, a view (`narrow`: no launch). Only where the index axis is the result's first, so the
   view is contiguous as the CPU's result is; its storage holds the bucket's rows.
 - `nonzero`: `nonzero_static` at the bucket's size, narrowed to the count likewise.
+- `index_select` along dimension 0: as `index.Tensor`.
+- `index_add`: the index repeats its last entry and the source adds a zero signed so that alpha times
+  it is -0.0 (a non-finite alpha, or complex, runs exact: inf times zero is NaN).
 
 An index or values tensor on the host is padded there; one on the device is read to the host, padded
 and moved back (it waits for the tensor: a data-dependent loop waits anyway), never padded by a
@@ -32,6 +35,7 @@ import threading
 import torch
 
 from ..ops.argument_checks import indexed_shape
+from .. import metrics
 from ..runtime import config
 from .buffers import to_host
 
@@ -58,6 +62,7 @@ def bucketed(pattern: tuple, n: int) -> bool:
     """Record that `pattern` met index length `n`; whether its calls are bucketed now."""
     seen = _seen.get(pattern)
     if seen is True:
+        metrics.index_bucketed(pattern[0])
         return True
     few = config.settings.index_length_buckets
     if not few:
@@ -73,6 +78,7 @@ def bucketed(pattern: tuple, n: int) -> bool:
         seen.add(n)
         if len(seen) > few:
             _seen[pattern] = True
+            metrics.index_bucketed(pattern[0])
             return True
     return False
 
@@ -171,6 +177,55 @@ def index(self, indices, run):
 def nonzero(self, count: int, run):
     """`nonzero` of `self`, whose count of nonzero elements is `count`, by `run(self, size)`
     (`nonzero_static`), at the bucket of the count when the pattern is bucketed (narrowed back)."""
-    if count == 0 or not bucketed(("aten.nonzero", self.device.index, tuple(self.shape), self.dtype), count):
+    if count == 0 or not bucketed(("aten.nonzero.default", self.device.index, tuple(self.shape), self.dtype), count):
         return run(self, count)
     return run(self, bucket(count)).narrow(0, 0, count)
+
+
+def _along_pattern(name, self, dim, index, extra=()) -> tuple:
+    return (name, self.device.index, tuple(self.shape), self.dtype, dim, index.dtype) + extra
+
+
+def _along_length(self, dim, index):
+    """n for an index of n >= 1 positions along `dim` of a tensor with dimensions on `self`'s device;
+    None for any other."""
+    if self.dim() == 0 or not isinstance(index, torch.Tensor) or index.dim() != 1 or index.shape[0] == 0 \
+            or index.device != self.device or index.dtype not in (torch.int64, torch.int32):
+        return None
+    return index.shape[0]
+
+
+def index_select_kernel(kernel):
+    """`index_select`'s kernel, at buckets of the index's length along dimension 0 (narrowed back)."""
+
+    def run(self, dim, index):
+        n = _along_length(self, dim, index)
+        if n is None or dim % self.dim() != 0 or \
+                not bucketed(_along_pattern("aten.index_select.default", self, 0, index), n):
+            return kernel(self, dim, index)
+        return kernel(self, dim, pad(index, 0, bucket(n))).narrow(0, 0, n)
+
+    run.__name__ = kernel.__name__
+    return run
+
+
+def index_add_kernel(kernel, name: str):
+    """An `index_add` kernel (self, dim, index, source, *, alpha), at buckets of the index's length."""
+
+    def run(self, dim, index, source, *, alpha=1):
+        n = _along_length(self, dim, index)
+        if n is None or not isinstance(source, torch.Tensor) or source.device != self.device \
+                or source.dim() != self.dim() or source.shape[dim] != n or self.dtype.is_complex \
+                or isinstance(alpha, complex) or not -float("inf") < alpha < float("inf"):
+            return kernel(self, dim, index, source, alpha=alpha)
+        d = dim % self.dim()
+        if not bucketed(_along_pattern(name, self, d, index, (source.dtype, type(alpha))), n):
+            return kernel(self, dim, index, source, alpha=alpha)
+        size = bucket(n)
+        zero = _additive_identity(source.dtype)
+        if zero == -0.0 and alpha < 0:  # (-alpha) * +0.0 is -0.0
+            zero = 0.0
+        return kernel(self, dim, pad(index, 0, size), pad(source, d, size, zero), alpha=alpha)
+
+    run.__name__ = kernel.__name__
+    return run

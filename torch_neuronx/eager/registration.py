@@ -13,7 +13,8 @@ import torch
 
 from ..ops import LOWERINGS
 from ..ops.variants import is_view, variant_table
-from . import composite_kernels, copy_kernels, dynamic, executor, fallback, host_indices, unsupported_layouts
+from . import (composite_kernels, copy_kernels, dynamic, executor, fallback, host_indices, index_lengths,
+               unsupported_layouts)
 from .meta_kernels import META_KERNELS
 from ..ops.specs import spec_for
 
@@ -117,6 +118,10 @@ def _register_into(lib) -> None:
         kernel = _kernel(target)
         if target in _INDEX_PUT:
             kernel = host_indices.index_put_kernel(kernel, in_place=_INDEX_PUT[target])
+        elif target is aten.index_select.default:
+            kernel = index_lengths.index_select_kernel(kernel)
+        elif target in (aten.index_add.default, aten.index_add_.default):
+            kernel = index_lengths.index_add_kernel(kernel, str(target))
         lib.impl(target, kernel, "PrivateUse1")
     boxed = torch.library.Library("_", "IMPL")
     boxed.fallback(fallback.fallback, dispatch_key="PrivateUse1")

@@ -1,5 +1,5 @@
 """Gathers and scatters: embedding, embedding bags (_embedding_bag, _embedding_bag_forward_only),
-index.Tensor, index_put, gather, scatter*, index_add, index_reduce, put.
+index.Tensor, index_put, gather, scatter*, index_add, index_copy, index_reduce, put.
 
 Index range checks are the executor's job: these lowerings assume in-range indices and use
 XLA's native modes (gathers PROMISE_IN_BOUNDS, scatters drop out-of-range updates). Negative
@@ -326,6 +326,27 @@ def index_add(self, dim, index, source, alpha):
         src = src.reshape(1)
     key = (slice(None),) * dim + (index.reshape(-1),)
     return self.astype(acc).at[key].add(src, mode="drop", wrap_negative_indices=False).astype(self.dtype)
+
+
+# index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor
+@lower(aten.index_copy.default)
+def index_copy(self, dim, index, source):
+    """self with its slices `index` along dim replaced by source's, in order (the last of duplicate
+    indices wins, as in the CPU's serial loop); out-of-range indices (negative ones too) raise the
+    CPU's IndexError."""
+    if self.ndim == 0:
+        require_in_range(index, 1, IndexError, f"index_copy_(): index {VALUE} is out of bounds for dimension 0 "
+                         f"with size 1", False)
+        return source.reshape(()).astype(self.dtype)
+    dim = dim % self.ndim
+    n = self.shape[dim]
+    require_in_range(index, n, IndexError,
+                     f"index_copy_(): index {VALUE} is out of bounds for dimension {dim} with size {n}", False)
+    src = source.astype(self.dtype)
+    if source.ndim == 0:
+        src = src.reshape((1,) * self.ndim)
+    key = (slice(None),) * dim + (index.reshape(-1),)
+    return self.at[key].set(src, mode="drop", wrap_negative_indices=False)
 
 
 # index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor

@@ -1,4 +1,5 @@
-"""Loss functions lowered as ops of their own: _ctc_loss (what F.ctc_loss calls).
+"""Loss functions lowered as ops of their own: _ctc_loss (what F.ctc_loss calls), nll_loss_forward and
+nll_loss2d_forward (their target range check is the CPU's IndexError).
 
 `_ctc_loss` is the CPU's log-space alpha recursion (one lax.scan over time, vectorized over batch
 and target positions, logsumexp with the same max shift and summation order). Its `log_alpha`
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..runtime.lazy_jax import jnp, lax
 from ._registry import aten, lower, require_in_range
+from .value_checks import VALUE
 
 _I64 = np.dtype(np.int64)
 _F64 = np.dtype(np.float64)
@@ -137,3 +139,31 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank):
 def _ctc_loss_lowering(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
     # zero_infinity matters to the backward only (ctc_loss itself zeroes infinite losses)
     return _ctc_loss(log_probs, targets, input_lengths, target_lengths, int(blank))
+
+
+# nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index)
+#     -> (Tensor output, Tensor total_weight); nll_loss2d_forward likewise for (N, C, H, W)
+@lower(aten.nll_loss_forward.default, aten.nll_loss2d_forward.default)
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    """-self[target] along the class dimension, times the class weight (0 where target is ignore_index),
+    reduced as asked (mean: over the weights' sum). A target outside [0, C) that is not ignore_index
+    raises the CPU's IndexError. 16-bit inputs sum in float32."""
+    cdim = 0 if self.ndim == 1 else 1
+    classes = self.shape[cdim]
+    dt = np.dtype(self.dtype)
+    acc = np.dtype(np.float32) if dt.itemsize == 2 else dt
+    ignored = target == ignore_index
+    safe = jnp.where(ignored, 0, target)
+    require_in_range(safe, classes, IndexError, f"Target {VALUE} is out of bounds.", False)
+    picked = jnp.take_along_axis(self, jnp.expand_dims(safe, cdim), axis=cdim, mode="promise_in_bounds")
+    picked = jnp.squeeze(picked, cdim).astype(acc)
+    w = jnp.ones(safe.shape, acc) if weight is None else weight.astype(acc)[safe]
+    w = jnp.where(ignored, jnp.zeros((), acc), w)
+    loss = -picked * w
+    if reduction == 0:  # none
+        return loss.astype(dt), jnp.zeros((), dt)
+    total = jnp.sum(w)
+    out = jnp.sum(loss)
+    if reduction == 1:  # mean
+        out = out / total
+    return out.astype(dt), total.astype(dt)
