@@ -225,6 +225,8 @@ CASES = [
      "aten.nll_loss2d_forward", "Target -3 is out of bounds."),
     ("index_copy_range", lambda d: _r(3, 2, device=d).index_copy_(0, torch.tensor([5], device=d), _r(1, 2, device=d)),
      "aten.index_copy", "index_copy_(): index 5 is out of bounds for dimension 0 with size 3"),
+    ("index_fill_range", lambda d: _r(3, 2, device=d).index_fill(0, torch.tensor([1, -4], device=d), 2.0),
+     "aten.index_fill", "index -4 is out of bounds for dimension 0 with size 3"),
     ("repeat_interleave_negative", lambda d: torch.repeat_interleave(torch.tensor([1, -1], device=d)),
      "repeat_interleave", "repeats can not be negative"),
     # as_strided_scatter past the end of self's storage

@@ -1,5 +1,5 @@
 """Gathers and scatters: embedding, embedding bags (_embedding_bag, _embedding_bag_forward_only),
-index.Tensor, index_put, gather, scatter*, index_add, index_copy, index_reduce, put.
+index.Tensor, index_put, gather, scatter*, index_add, index_copy, index_fill, index_reduce, put.
 
 Index range checks are the executor's job: these lowerings assume in-range indices and use
 XLA's native modes (gathers PROMISE_IN_BOUNDS, scatters drop out-of-range updates). Negative
@@ -347,6 +347,22 @@ def index_copy(self, dim, index, source):
         src = src.reshape((1,) * self.ndim)
     key = (slice(None),) * dim + (index.reshape(-1),)
     return self.at[key].set(src, mode="drop", wrap_negative_indices=False)
+
+
+# index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor (int_Tensor: a 0-dim value)
+@lower(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def index_fill(self, dim, index, value):
+    """self with its slices `index` along dim set to value (cast to self's dtype as the CPU casts it);
+    negative indices count from the end, others out of range raise the CPU's IndexError."""
+    v = jnp.asarray(value).astype(self.dtype)
+    n = 1 if self.ndim == 0 else self.shape[dim % self.ndim]
+    dim = 0 if self.ndim == 0 else dim % self.ndim
+    require_in_range(index, n, IndexError, f"index {VALUE} is out of bounds for dimension {dim} with size {n}", True)
+    if self.ndim == 0:
+        return v if index.size else self
+    idx = index.reshape(-1)
+    idx = jnp.where(idx < 0, idx + n, idx)
+    return self.at[(slice(None),) * dim + (idx,)].set(v, mode="drop", wrap_negative_indices=False)
 
 
 # index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
