@@ -28,8 +28,9 @@ def fresh_patterns():
 
 
 def _compiled() -> int:
-    return sum(metrics.executables_by_kind()["compiled"].values()) + metrics.executables_by_kind()["loaded"].get("op", 0) \
-        + metrics.executables_by_kind()["loaded"].get("run", 0)
+    """Executables got so far: compiled, or loaded from the disk cache (a warm run's)."""
+    kinds = metrics.executables_by_kind()
+    return sum(kinds["compiled"].values()) + kinds["loaded"].get("op", 0) + kinds["loaded"].get("run", 0)
 
 
 def _values(shape, dtype, g):

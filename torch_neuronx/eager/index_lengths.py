@@ -59,28 +59,24 @@ def bucket(n: int) -> int:
 
 
 def bucketed(pattern: tuple, n: int) -> bool:
-    """Record that `pattern` met index length `n`; whether its calls are bucketed now."""
-    seen = _seen.get(pattern)
-    if seen is True:
-        metrics.index_bucketed(pattern[0])
-        return True
-    few = config.settings.index_length_buckets
-    if not few:
-        return False
-    with _lock:
-        seen = _seen.get(pattern)
-        if seen is True:
-            return True
-        if seen is None:
-            if len(_seen) >= _PATTERNS_HELD:
-                _seen.clear()
-            seen = _seen[pattern] = set()
-        seen.add(n)
-        if len(seen) > few:
-            _seen[pattern] = True
-            metrics.index_bucketed(pattern[0])
-            return True
-    return False
+    """Record that `pattern` met index length `n`; whether its calls are bucketed now (counted)."""
+    if _seen.get(pattern) is not True:
+        few = config.settings.index_length_buckets
+        if not few:
+            return False
+        with _lock:
+            seen = _seen.get(pattern)
+            if seen is None:
+                if len(_seen) >= _PATTERNS_HELD:
+                    _seen.clear()
+                seen = _seen[pattern] = set()
+            if seen is not True:
+                seen.add(n)
+                if len(seen) <= few:
+                    return False
+                _seen[pattern] = True
+    metrics.index_bucketed(pattern[0])
+    return True
 
 
 def clear() -> None:
@@ -112,8 +108,8 @@ def pad(t: torch.Tensor, axis: int, size: int, fill=None) -> torch.Tensor:
 
 
 def _layout(self, indices):
-    """(n, axis, shape) of advanced indices that are integer tensors, all 1-D of one length n >= 1: the
-    index axis and the shape of the indexed result; None for any other indices."""
+    """(n, axis) of advanced indices that are integer tensors, all 1-D of one length n >= 1: the index
+    axis of the indexed result; None for any other indices."""
     places = [d for d, i in enumerate(indices) if i is not None]
     if not places or len(indices) > self.dim():
         return None
@@ -124,7 +120,7 @@ def _layout(self, indices):
             return None
     if n == 0:
         return None
-    return n, (places[0] if places[-1] - places[0] == len(places) - 1 else 0), indexed_shape(self, indices)
+    return n, (places[0] if places[-1] - places[0] == len(places) - 1 else 0)
 
 
 def _index_pattern(name, self, indices, extra=()) -> tuple:
@@ -140,7 +136,8 @@ def index_put_args(name: str, self, indices, values, accumulate):
     layout = _layout(self, indices)
     if layout is None:
         return None
-    n, axis, shape = layout
+    n, axis = layout
+    shape = indexed_shape(self, indices)
     if values.dim() > len(shape):
         return None
     lead = len(shape) - values.dim()
@@ -223,7 +220,7 @@ def index_add_kernel(kernel, name: str):
             return kernel(self, dim, index, source, alpha=alpha)
         size = bucket(n)
         zero = _additive_identity(source.dtype)
-        if zero == -0.0 and alpha < 0:  # (-alpha) * +0.0 is -0.0
+        if source.dtype.is_floating_point and alpha < 0:  # (-alpha) * +0.0 is -0.0
             zero = 0.0
         return kernel(self, dim, pad(index, 0, size), pad(source, d, size, zero), alpha=alpha)
 
