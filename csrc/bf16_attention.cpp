@@ -158,6 +158,11 @@ NEURON_AVX512_BF16 float softmax_row(const float* s, int64_t S, int64_t s_pad, f
     mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + j), vs));
   }
   const float m = _mm512_reduce_max_ps(mx);
+  if (m == -INFINITY) {  // every key masked: no probability (the caller writes a zero row)
+    std::memset(p, 0, s_pad * sizeof(bf16));
+    *max = m;
+    return 0.0f;
+  }
   const __m512 vm = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
   for (j = 0; j + 32 <= S; j += 32) {
@@ -176,6 +181,20 @@ NEURON_AVX512_BF16 float softmax_row(const float* s, int64_t S, int64_t s_pad, f
   std::memset(p + S, 0, (s_pad - S) * sizeof(bf16));  // padded keys: probability 0
   *max = m;
   return _mm512_reduce_add_ps(sum);
+}
+
+// A masked row's scores biased in place: s[j] = s[j] * scale + bias[j] for j < S.
+NEURON_AVX512_BF16 void bias_row(float* s, const float* bias, int64_t S, float scale) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 16 <= S; j += 16) {
+    _mm512_storeu_ps(s + j, _mm512_fmadd_ps(_mm512_loadu_ps(s + j), vs, _mm512_loadu_ps(bias + j)));
+  }
+  const __mmask16 tail = static_cast<__mmask16>((1u << (S - j)) - 1u);
+  if (tail) {
+    _mm512_mask_storeu_ps(s + j, tail,
+                          _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + j), vs, _mm512_maskz_loadu_ps(tail, bias + j)));
+  }
 }
 
 // out row = bf16(o * inv), 16*k columns at a time (Ev is a multiple of 16).
@@ -237,10 +256,11 @@ void pack(const at::Tensor& k, const at::Tensor& v, int64_t s_pad, bf16* kp, bf1
 
 void run_tasks(
     const at::Tensor& q, int64_t S, int64_t s_pad, const bf16* kp, const bf16* vp, float scale, int64_t Ev,
-    bf16* out, float* lse) {
+    const at::Tensor* mask, bf16* out, float* lse) {
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), E = q.size(3);
   const int64_t blocks = (L + kRows - 1) / kRows;
   const auto* Q = reinterpret_cast<const bf16*>(q.data_ptr());
+  const float* M = mask != nullptr ? mask->data_ptr<float>() : nullptr;
   at::parallel_for(0, B * H * blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(kRows * s_pad), o(kRows * Ev);
     std::vector<bf16> probs(kRows * s_pad), padded(kRows * E);
@@ -266,7 +286,13 @@ void run_tasks(
         }
       }
       for (int64_t r = 0; r < kRows; r++) {
-        sums[r] = softmax_row(scores.data() + r * s_pad, S, s_pad, scale, probs.data() + r * s_pad, &maxes[r]);
+        float* row = scores.data() + r * s_pad;
+        if (mask != nullptr && r < rows) {  // (the zero rows padding the last block need no mask)
+          bias_row(row, M + b * mask->stride(0) + h * mask->stride(1) + (i0 + r) * mask->stride(2), S, scale);
+          sums[r] = softmax_row(row, S, s_pad, 1.0f, probs.data() + r * s_pad, &maxes[r]);
+        } else {
+          sums[r] = softmax_row(row, S, s_pad, scale, probs.data() + r * s_pad, &maxes[r]);
+        }
       }
       for (int64_t t0 = 0; t0 < s_pad / 2; t0 += kPairChunk) {
         const int64_t t1 = std::min(t0 + kPairChunk, s_pad / 2);
@@ -276,7 +302,8 @@ void run_tasks(
       }
       for (int64_t r = 0; r < rows; r++) {
         const int64_t i = i0 + r;
-        finish_row(o.data() + r * Ev, Ev, 1.0f / sums[r], out + ((b * L + i) * H + h) * Ev);
+        // a fully masked row is zeros, as the CPU's flash kernel gives
+        finish_row(o.data() + r * Ev, Ev, sums[r] > 0.0f ? 1.0f / sums[r] : 0.0f, out + ((b * L + i) * H + h) * Ev);
         lse[(b * H + h) * L + i] = maxes[r] + std::log(sums[r]);
       }
     }
@@ -304,9 +331,16 @@ bool bf16_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::
 }
 
 void bf16_attention(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, const at::Tensor& out,
-    const at::Tensor& lse) {
-  const int64_t B = q.size(0), H = q.size(1), S = k.size(2), E = q.size(3), Ev = v.size(3);
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+    double scale, const at::Tensor& out, const at::Tensor& lse) {
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
+  at::Tensor bias;  // float32 (B, H, L, S), broadcast dims of stride 0, keys contiguous
+  if (mask.has_value()) {
+    bias = mask->to(at::kFloat).expand({B, H, L, S});
+    if (bias.stride(3) != 1) {
+      bias = bias.contiguous();
+    }
+  }
   TORCH_CHECK(out.is_contiguous() && out.scalar_type() == at::kBFloat16 &&
                   out.sizes() == at::IntArrayRef({B, q.size(2), H, Ev}),
               "bf16 attention: the output must be a contiguous bf16 (B, L, H, Ev) buffer");
@@ -316,7 +350,8 @@ void bf16_attention(
   at::Tensor vp = at::empty({B * H * s_pad * Ev}, at::kBFloat16);
   pack(k, v, s_pad, reinterpret_cast<bf16*>(kp.data_ptr()), reinterpret_cast<bf16*>(vp.data_ptr()));
   run_tasks(q, S, s_pad, reinterpret_cast<const bf16*>(kp.data_ptr()), reinterpret_cast<const bf16*>(vp.data_ptr()),
-            static_cast<float>(scale), Ev, reinterpret_cast<bf16*>(out.data_ptr()), lse.data_ptr<float>());
+            static_cast<float>(scale), Ev, mask.has_value() ? &bias : nullptr, reinterpret_cast<bf16*>(out.data_ptr()),
+            lse.data_ptr<float>());
 }
 
 }  // namespace torch_neuronx

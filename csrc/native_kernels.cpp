@@ -137,13 +137,16 @@ ffi::Error addmatmul(
   });
 }
 
-// Attention on 4-d (B, H, L, E) q, k, v, no mask: bf16_attention.cpp's kernel where it applies (bf16 on a CPU
-// with AVX-512 BF16, not causal), torch's CPU flash attention otherwise. `out` is laid out (B, L, H, Ev) (the
-// kernel's own output layout; the caller transposes it back for free), `lse` (B, H, L) in float32.
+// Attention on 4-d (B, H, L, E) q, k, v, with an additive float32 mask broadcastable to (B, H, L, S) where
+// `has_mask` (otherwise the mask buffer is an empty placeholder): bf16_attention.cpp's kernel where it applies
+// (bf16 on a CPU with AVX-512 BF16, not causal), torch's CPU flash attention otherwise. `out` is laid out
+// (B, L, H, Ev) (the kernel's own output layout; the caller transposes it back for free), `lse` (B, H, L) in
+// float32.
 ffi::Error attention(
     ffi::AnyBuffer q,
     ffi::AnyBuffer k,
     ffi::AnyBuffer v,
+    ffi::AnyBuffer mask,
     ffi::Result<ffi::AnyBuffer> out,
     ffi::Result<ffi::AnyBuffer> lse,
     ffi::Span<const int64_t> q_perm,
@@ -151,19 +154,24 @@ ffi::Error attention(
     ffi::Span<const int64_t> v_perm,
     bool is_causal,
     bool has_scale,
-    double scale) {
+    double scale,
+    bool has_mask) {
   return run(kAttention, "neuron native attention", [&] {
     at::Tensor tq = tensor(q, q_perm), tk = tensor(k, k_perm), tv = tensor(v, v_perm);
+    std::optional<at::Tensor> bias;
+    if (has_mask) {
+      bias = tensor(mask);
+    }
     if (bf16_attention_applies(tq, tk, tv, is_causal)) {
-      bf16_attention(tq, tk, tv, has_scale ? scale : 1.0 / std::sqrt(static_cast<double>(tq.size(3))), tensor(*out),
-                     tensor(*lse));
+      bf16_attention(tq, tk, tv, bias, has_scale ? scale : 1.0 / std::sqrt(static_cast<double>(tq.size(3))),
+                     tensor(*out), tensor(*lse));
       return;
     }
     std::optional<double> sc;
     if (has_scale) {
       sc = scale;
     }
-    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(tq, tk, tv, 0.0, is_causal, std::nullopt, sc);
+    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(tq, tk, tv, 0.0, is_causal, bias, sc);
     tensor(*out).copy_(o.transpose(1, 2));
     tensor(*lse).copy_(l);
   });
@@ -230,6 +238,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Arg<ffi::AnyBuffer>()
         .Arg<ffi::AnyBuffer>()
         .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
         .Ret<ffi::AnyBuffer>()
         .Ret<ffi::AnyBuffer>()
         .Attr<ffi::Span<const int64_t>>("q_perm")
@@ -237,7 +246,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Attr<ffi::Span<const int64_t>>("v_perm")
         .Attr<bool>("is_causal")
         .Attr<bool>("has_scale")
-        .Attr<double>("scale"));
+        .Attr<double>("scale")
+        .Attr<bool>("has_mask"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_convolution,

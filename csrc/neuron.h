@@ -123,7 +123,7 @@ void profiler_record(int kind, std::string name, int device, int64_t start_ns, i
 bool bf16_attention_available();  // this CPU has AVX-512 BF16
 bool bf16_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal);
 void bf16_attention(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, const at::Tensor& out,
-    const at::Tensor& lse);
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
+    double scale, const at::Tensor& out, const at::Tensor& lse);
 
 } // namespace torch_neuronx

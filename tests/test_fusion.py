@@ -115,6 +115,30 @@ def test_synchronize_and_an_op_with_value_checks_end_the_run():
     torch.testing.assert_close(w.cpu(), (x.cpu() + 1) * 6)  # what ran before it stands
 
 
+def test_a_result_that_died_before_the_run_is_never_computed():
+    """What only dead tensors needed is not computed: a synchronize applies the frees before the queue runs,
+    so a product whose result was dropped is no output of the run (XLA removes it). A lazy device's
+    saving: transformers' text encoders compute logits and later layers a pipeline drops."""
+    x = torch.randn(192, 192, device="neuron")
+    torch.neuron.synchronize()
+
+    def run_flops(keep):
+        before = metrics.estimate_summary()["flops"]
+        y = x @ x  # 2 * 192^3 flops
+        z = x + 1
+        kept = y if keep else None
+        del y
+        torch.neuron.synchronize()
+        return metrics.estimate_summary()["flops"] - before, z, kept
+
+    alive, z1, y = run_flops(keep=True)
+    dead, z2, _ = run_flops(keep=False)
+    assert alive >= 2 * 192 ** 3 and dead < 192 ** 2 * 4, (alive, dead)
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
+    for z in (z1, z2):
+        torch.testing.assert_close(z.cpu(), x.cpu() + 1)
+
+
 def test_a_run_is_cached_by_its_signature():
     x = torch.randn(4, 7, device="neuron")
     for _ in range(2):  # the first compiles, the second finds it

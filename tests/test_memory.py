@@ -157,12 +157,13 @@ def test_a_platform_allocation_failure_is_out_of_memory():
     out = _run_with_capacity("64TiB", """
 import torch
 try:
-    torch.ones(2**40, device="neuron")  # 4 TiB
+    x = torch.ones(2**40, device="neuron")  # 4 TiB (kept: a result nobody holds is never computed)
     torch.neuron.synchronize()  # queued (eager fusion): the platform's allocation fails at its launch
 except torch.OutOfMemoryError as e:
     assert str(e).startswith("aten.ones.default: neuron out of memory.") and "RESOURCE_EXHAUSTED" in str(e), str(e)
 else:
     raise SystemExit("no OutOfMemoryError")
+del x
 assert torch.neuron.memory_stats()["num_ooms"] == 1
 assert torch.neuron.memory_allocated() == 0
 assert torch.arange(4.0, device="neuron").sum().item() == 6.0

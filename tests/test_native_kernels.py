@@ -94,13 +94,16 @@ def _own_attention(dtype, causal) -> bool:
     return dtype == torch.bfloat16 and not causal and native_kernels.bf16_attention_available()
 
 
-def _attention_close(got, want, q, k, v, scale, what=""):
+def _attention_close(got, want, q, k, v, scale, what="", mask=None):
     """The own kernel's result: within bf16 rounding of the CPU's, and no farther from the exact (float64)
     attention than the CPU's own result is (plus an eighth of an ulp of the largest output)."""
     got = got.cpu()
     assert got.dtype == want.dtype and got.shape == want.shape, what
     torch.testing.assert_close(got, want, **tol("attention_bf16_kernel", want.dtype, want))
-    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=scale)
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.double()
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask, scale=scale)
+    exact = exact.nan_to_num()  # a fully masked row: the CPU's flash kernel and ours give zeros
     ours, cpus = ((t.double() - exact).abs().max().item() for t in (got, want))
     assert ours <= cpus + exact.abs().max().item() * 2 ** -10, (what, ours, cpus)
 
@@ -206,14 +209,66 @@ def test_convolutions_equal_the_cpu(dtype):
     assert _calls()["convolution"] == before + len(cases)
 
 
-def test_masked_attention_keeps_xla():
-    dtype = torch.bfloat16
-    q, k, v = (_randn(1, 2, 16, 32, dtype=dtype) for _ in range(3))
-    mask = torch.rand(16, 16, generator=torch.Generator().manual_seed(0)) > 0.3
+# (mask shape, boolean): a mask of (L, S) broadcast over batch and heads, one per batch, one per head
+_MASKS = [((40, 56), True), ((2, 1, 40, 56), True), ((2, 4, 40, 56), False), ((1, 1, 40, 56), False)]
+
+
+def _mask(shape, boolean, dtype):
+    g = torch.Generator().manual_seed(sum(shape))
+    if boolean:
+        m = torch.rand(shape, generator=g) > 0.3
+        m[..., 3, :] = False  # a fully masked query row: zeros, as the CPU's flash kernel gives
+        return m
+    m = torch.randn(shape, generator=g).to(dtype)
+    m[..., 5, 7:] = float("-inf")  # an additive mask with masked keys
+    return m
+
+
+@pytest.mark.parametrize("mask_shape, boolean", _MASKS, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_masked_attention_matches_the_cpu(dtype, mask_shape, boolean):
+    """A mask (boolean or additive, broadcast or full) runs the native kernel too (transformers' text models
+    pass one: padding and causality as one mask): bf16 on a CPU with AVX-512 BF16 the shim's own kernel, within
+    bf16 rounding of the CPU; otherwise torch's flash kernel, equal to the CPU bit for bit."""
+    q, k, v = (_randn(2, n, 4, 64, dtype=dtype).permute(0, 2, 1, 3) for n in (40, 56, 56))
+    mask = _mask(mask_shape, boolean, dtype)
     before = _calls()["attention"]
-    got = F.scaled_dot_product_attention(_on(q), _on(k), _on(v), attn_mask=_on(mask)).cpu()
-    assert _calls()["attention"] == before
-    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=2e-2, atol=2e-2)
+    for scale in (None, 0.3):
+        got = F.scaled_dot_product_attention(_on(q), _on(k), _on(v), attn_mask=_on(mask), scale=scale)
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        if _own_attention(dtype, False):
+            _attention_close(got, want, q, k, v, scale, (mask_shape, scale), mask=mask)
+        else:
+            _same(got, want, (mask_shape, scale))
+    assert _calls()["attention"] == before + 2
+
+
+def test_masked_attention_compiled_and_grad():
+    """A compiled graph with a masked attention runs the native kernel, and gradients through a masked
+    attention (the backward reads the kernel's logsumexp) match the CPU's."""
+    dtype = torch.bfloat16
+    q, k, v = (_randn(1, 2, n, 32, dtype=dtype) for n in (30, 45, 45))
+    mask = _mask((30, 45), True, dtype)
+
+    def attend(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    compiled = torch.compile(attend, backend="neuron", fullgraph=True, dynamic=False)
+    before = _calls()["attention"]
+    got, want = compiled(_on(q), _on(k), _on(v), _on(mask)), attend(q, k, v, mask)
+    assert _calls()["attention"] == before + 1
+    if _own_attention(dtype, False):
+        _attention_close(got, want, q, k, v, None, mask=mask)
+    else:
+        _same(got, want)
+    grads = []
+    for dev in ("neuron", "cpu"):
+        leaves = [t.to(dev).requires_grad_() for t in (q, k, v)]
+        attend(*leaves, mask.to(dev)).float().square().sum().backward()
+        grads.append([t.grad.cpu() for t in leaves])
+    for got, want in zip(*grads):
+        assert not got.isnan().any()
+        torch.testing.assert_close(got, want, **tol("attention_bf16", dtype))
 
 
 @pytest.mark.native_products

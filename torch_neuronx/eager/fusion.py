@@ -212,9 +212,9 @@ class Run:
         return [r for r, st in enumerate(self.storages) if st.input is not None]
 
     def live(self) -> list:
-        """The produced storages still alive: what comes out of the run (what died never does: each op
-        applies the frees before it; the few freed since the last op count as alive: applying them
-        here could meet a resize of a storage still queued)."""
+        """The produced storages still alive: what comes out of the run (what died never does: each op,
+        and `storage.sync`, apply the frees before it; in a run the length bound ends, the few freed since
+        the last op count as alive: applying them here could meet a resize of a storage still queued)."""
         storages = self.storages
         return [r for r in self.produced if storages[r].key and _buffer(storages[r].key) is storages[r].buffer]
 

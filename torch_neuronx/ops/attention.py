@@ -142,9 +142,9 @@ def _cpu_flash_rounds(query, value) -> bool:
 
 def _native_flash(query, key, value, attn_bias) -> bool:
     """Whether torch's CPU flash kernel runs this attention inside the executable (`native`): 16-bit
-    4-d inputs with as many key/value heads as query heads, one head size, no mask; the CPU takes that
-    same kernel for them."""
-    return (attn_bias is None and query.ndim == 4 and key.ndim == 4 and value.ndim == 4
+    4-d inputs with as many key/value heads as query heads, one head size, a mask (if any) of at most 4
+    dims; the CPU takes that same kernel for them."""
+    return ((attn_bias is None or attn_bias.ndim <= 4) and query.ndim == 4 and key.ndim == 4 and value.ndim == 4
             and query.shape[1] == key.shape[1] == value.shape[1] and query.shape[-1] == value.shape[-1]
             and native.usable(native.ATTENTION, query, key, value))
 
@@ -156,7 +156,7 @@ def _scaled_dot_product_fused_attention_overrideable(
 ):
     _check_dropout(dropout_p)
     if _native_flash(query, key, value, attn_bias):
-        o, lse = native.attention(query, key, value, is_causal, scale)
+        o, lse = native.attention(query, key, value, attn_bias, is_causal, scale)
         zero = jnp.zeros((), _I64)
         return (o, lse, None, None, query.shape[2], key.shape[2], zero, zero, None)
     if query.ndim == 4 and key.ndim == 4 and query.shape[1] == key.shape[1]:

@@ -64,12 +64,23 @@ def addmatmul(self, a, b, beta, alpha):
     return _primitives().addmatmul.bind(self, a, b, jnp.asarray(beta, _F64), jnp.asarray(alpha, _F64))
 
 
-def attention(query, key, value, is_causal: bool, scale):
-    """torch's CPU flash attention of 4-d (B, H, L, E) q, k, v without a mask: the output (B, H, L, Ev) in
-    the inputs' dtype and the logsumexp (B, H, L) in float32."""
+def attention(query, key, value, mask, is_causal: bool, scale):
+    """torch's CPU flash attention of 4-d (B, H, L, E) q, k, v, `mask` None or broadcastable to (B, H, L, S)
+    (boolean: True attends; else added to the scaled scores): the output (B, H, L, Ev) in the inputs' dtype
+    and the logsumexp (B, H, L) in float32. A fully masked row's output is zeros."""
+    has_mask = mask is not None
+    if not has_mask:
+        mask = jnp.zeros((0,), _F32)
+    else:
+        if mask.dtype == np.bool_:
+            mask = jnp.where(mask, jnp.zeros((), _F32), jnp.full((), -jnp.inf, _F32))
+        mask = mask.astype(_F32)
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+        # keys contiguous in each row: the kernel reads a row of biases per query row
+        mask = jnp.broadcast_to(mask, mask.shape[:3] + (key.shape[2],))
     out, lse = _primitives().attention.bind(
-        query, key, value, is_causal=bool(is_causal), has_scale=scale is not None,
-        scale=0.0 if scale is None else float(scale),
+        query, key, value, mask, is_causal=bool(is_causal), has_scale=scale is not None,
+        scale=0.0 if scale is None else float(scale), has_mask=has_mask,
     )
     return jnp.transpose(out, (0, 2, 1, 3)), lse  # the kernel writes (B, L, H, Ev): a free transpose back
 
@@ -169,7 +180,7 @@ class _Primitives:
             lambda s, a, b, beta, alpha: ShapedArray(_product_shape(a, b, "addmm"), a.dtype),
         )
 
-        def attention_shapes(q, k, v, *, is_causal, has_scale, scale):
+        def attention_shapes(q, k, v, mask, *, is_causal, has_scale, scale, has_mask):
             B, H, L, _ = q.shape
             return [ShapedArray((B, L, H, v.shape[-1]), q.dtype), ShapedArray((B, H, L), _F32)]
 

@@ -27,7 +27,7 @@ import functools
 from . import config
 
 PRODUCTS = "products"  # mm, addmm, bmm, baddbmm, convolution
-ATTENTION = "attention"  # 4-d attention without a mask
+ATTENTION = "attention"  # 4-d attention, with or without a mask
 DTYPES = ("bfloat16", "float16")
 
 _registered = False
@@ -70,7 +70,7 @@ def xla_upcasts(dtype_name: str) -> bool:
 
 
 def bf16_attention_available() -> bool:
-    """Whether bfloat16 attention (4-d, no mask, not causal) runs the shim's own kernel on this CPU
+    """Whether bfloat16 attention (4-d, not causal, masked or not) runs the shim's own kernel on this CPU
     (`csrc/bf16_attention.cpp`, AVX-512 BF16) rather than torch's CPU flash kernel."""
     from .. import _C
 

@@ -154,10 +154,12 @@ applying = False
 
 def sync(reason: str = "host access") -> None:
     """Run the queued ops (`reason`: why, for the fusion metrics) and apply the allocator's events:
-    after it, every buffer is a real one."""
+    after it, every buffer is a real one. The frees come first: a storage that died since the last op is
+    then no output of the run, and what only it needed is never computed."""
+    apply_events()
     if _queued:
         _flush(reason)
-    apply_events()
+        apply_events()
 
 
 def apply_events() -> None:
