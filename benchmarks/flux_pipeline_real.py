@@ -34,7 +34,7 @@ drawn again from the same generators with their true fan-in, in x kh x kw (`_fil
 a Linear's fan-in); the VAE's latent batch-norm statistics are seeded like examples/flux2_klein.py's; the
 text encoder's rotary frequencies (non-persistent buffers `to_empty` leaves empty) are computed again.
 
-Sides, one process each (`--sides`, default all five):
+Sides, one process each (`--sides`, default all six):
   torch               torch eager on the CPU, torch's default threading, the backend autoload off
   neuron-eager        `pipe.to("neuron")` (the page's eager mode)
   neuron-compiled     the page's compiled mode: `pipe.to("neuron")` then `pipe.transformer.compile(backend=
@@ -43,6 +43,9 @@ Sides, one process each (`--sides`, default all five):
                       fullgraph=True, dynamic=False)` (the page's advice for repeated blocks); the rest eager
   neuron-compiled-vae neuron-compiled, and the VAE's decoder compiled the same way (the compiled mode issue 42
                       names: transformer and VAE decoder compiled)
+  neuron-offload      the models materialized on the CPU, then `pipe.enable_model_cpu_offload(device="neuron")`
+                      (diffusers' model offload through accelerate's hooks: each model moves to the device for
+                      its call and back to the CPU after); eager
 Each neuron side starts on an empty executable cache.
 
 Columns, per side:
@@ -57,6 +60,14 @@ Columns, per side:
   device peak GB torch.neuron.max_memory_allocated() over the process's life (neuron sides)
   max diff       max |image - torch's image| (the images are in [0, 1], so this is also relative to their range);
   rel diff       ||image - torch's image|| / ||torch's image|| (Frobenius), both as output_type="np" returns them
+  GFLOP/s        the image's FLOPs / steady s: the FLOPs torch computes (torch's FlopCounterMode on meta tensors:
+                 matmuls, attention and convolutions of the text encoder's forward with its LM head, the
+                 transformer's `--steps` forwards, the VAE decode). A neuron side computes fewer where results
+                 die unread (the queue never computes them: the logits, and the text encoder's layers after the
+                 last one the pipeline stacks where no run boundary falls among them), so its figure is the
+                 rate torch would need to match it
+  GEMM share     GFLOP/s / the CPU's bf16 GEMM rate (one 1152x3072 @ 3072x9216 bf16 linear in torch, best of 5,
+                 measured in the torch side's process before its models are built)
   Trn2 est s     the steady image's executables as estimated on one Trn2 core (`torch_neuronx.metrics.
                  estimate_summary()["seconds"]` taken before and after the steady images, over --rounds): the
                  roofline lower bound of docs/targets.md; it is kept for every launch without
@@ -98,7 +109,7 @@ QWEN3_4B = dict(
     rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False,
 )
 OUT_LAYERS = (9, 18, 27)  # Flux2KleinPipeline's text_encoder_out_layers default
-SIDES = ("torch", "neuron-eager", "neuron-compiled", "neuron-compiled-vae", "neuron-blocks")
+SIDES = ("torch", "neuron-eager", "neuron-compiled", "neuron-compiled-vae", "neuron-blocks", "neuron-offload")
 
 
 def out_layers(text_layers):
@@ -208,6 +219,64 @@ def build_pipeline(spec, dtype, device):
     return pipe, params
 
 
+def image_flops(spec):
+    """(text encoder, transformer per step, VAE decode) FLOPs as torch's FlopCounterMode counts them, on meta
+    tensors (no weights): what torch computes for one image."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from flux2_klein import build_tokenizer
+    from flux_real import flops as transformer_flops
+
+    tokenizer = build_tokenizer()
+    counts = []
+    with torch.device("meta"):
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+
+        cfg = Qwen3Config(**dict(QWEN3_4B, num_hidden_layers=spec["text_layers"]), bos_token_id=None,
+                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        text = Qwen3ForCausalLM._from_config(cfg, dtype=torch.bfloat16).eval()
+        from diffusers import AutoencoderKLFlux2
+
+        vae = AutoencoderKLFlux2().to(torch.bfloat16).eval()
+
+    def text_forward():  # the model's layers, norm and LM head on meta hidden states: transformers' mask
+        # preparation reads values, which meta tensors cannot give; the products and attention are the same
+        inner = text.model
+        h = torch.zeros(1, 512, cfg.hidden_size, dtype=torch.bfloat16, device="meta")
+        rope = inner.rotary_emb(h, torch.arange(512, device="meta")[None])
+        for layer in inner.layers:
+            h = layer(h, attention_mask=None, position_embeddings=rope)
+            h = h[0] if isinstance(h, tuple) else h
+        return text.lm_head(inner.norm(h))
+
+    latents = torch.zeros(1, vae.config.latent_channels, spec["resolution"] // 8, spec["resolution"] // 8,
+                          dtype=torch.bfloat16, device="meta")
+    for fn in (text_forward,
+               lambda: vae.decode(latents)):
+        counter = FlopCounterMode(display=False)
+        with torch.no_grad(), counter:
+            fn()
+        counts.append(counter.get_total_flops())
+    return counts[0], transformer_flops(spec["double"], spec["single"], spec["resolution"], 512), counts[1]
+
+
+def gemm_rate():
+    """The CPU's bf16 GEMM rate in torch (FLOP/s): one 1152x3072 @ 3072x9216 linear, best of 5."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1152, 3072, generator=g).to(torch.bfloat16)
+    w = torch.randn(9216, 3072, generator=g).to(torch.bfloat16)
+    best = float("inf")
+    with torch.no_grad():
+        for _ in range(6):
+            start = time.perf_counter()
+            torch.nn.functional.linear(x, w)
+            best = min(best, time.perf_counter() - start)
+    return 2 * 1152 * 3072 * 9216 / best
+
+
 # ---------------------------------------------------------------------------------------------- child
 
 
@@ -258,11 +327,16 @@ def child(spec):
             pass
 
     res = {"side": side, "threads": torch.get_num_threads()}
+    if side == "torch":
+        res["gemm_rate"] = gemm_rate()
+    offload = side == "neuron-offload"
     start = time.perf_counter()
-    pipe, res["params"] = build_pipeline(spec, torch.bfloat16, device)
+    pipe, res["params"] = build_pipeline(spec, torch.bfloat16, "cpu" if offload else device)
     sync()
     res["build_s"] = time.perf_counter() - start
-    if device == "neuron":
+    if offload:
+        pipe.enable_model_cpu_offload(device="neuron")  # the models stay on the CPU between their calls
+    elif device == "neuron":
         pipe.to("neuron")  # the page's line; the models are there already
     compile_args = dict(backend="neuron", fullgraph=True, dynamic=False)
     if side in ("neuron-compiled", "neuron-compiled-vae"):
@@ -348,6 +422,9 @@ def main():
     sides = [s for s in SIDES if s in args.sides]  # torch first: its image is the reference
     started = time.perf_counter()
     load_start = os.getloadavg()
+    sys.path.insert(0, EXAMPLES)
+    flops = image_flops(dict(text_layers=args.text_layers, double=args.blocks[0], single=args.blocks[1],
+                             resolution=args.resolution))
     work = tempfile.mkdtemp(prefix="flux_pipeline_real-")
     results, failed = {}, {}
     try:
@@ -369,17 +446,20 @@ def main():
             print(f"    first {r['first_s']:.1f} s, steady {r['steady_s']:.1f} s (text {r['parts']['text']:.1f}, "
                   f"denoise {r['parts']['denoise']:.1f}, VAE {r['parts']['vae']:.1f}); build {r['build_s']:.1f} s; "
                   f"{r['wall_s']:.0f} s in all", file=sys.stderr, flush=True)
-        report(args, sides, results, failed, load_start, time.perf_counter() - started)
+        report(args, sides, results, failed, flops, load_start, time.perf_counter() - started)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
 
 
-def report(args, sides, results, failed, load_start, elapsed):
+def report(args, sides, results, failed, flops, load_start, elapsed):
     import platform
 
     ref = results.get("torch")
     double, single = args.blocks
+    text_flops, step_flops, vae_flops = flops
+    total = text_flops + args.steps * step_flops + vae_flops
+    rate = ref.get("gemm_rate") if ref else None
     print(f"FLUX.2-klein-4B pipeline (Flux2KleinPipeline, bfloat16, random seeded weights), {args.resolution}x"
           f"{args.resolution}, {args.steps} steps, {(args.resolution // 16) ** 2} image + 512 text tokens; "
           f"steady = median of {args.rounds} image(s) after the first")
@@ -389,12 +469,15 @@ def report(args, sides, results, failed, load_start, elapsed):
               f"{p['text_encoder'] / 1e9:.2f} B parameters; transformer: {double} double + {single} single blocks "
               f"(real 5 + 20), {p['transformer'] / 1e9:.2f} B; VAE {p['vae'] / 1e9:.3f} B "
               f"(decoder {p['vae_decoder'] / 1e9:.3f} B)")
+    print(f"FLOPs an image (FlopCounterMode): text encoder {text_flops / 1e12:.2f} T, transformer {step_flops / 1e12:.2f} T "
+          f"a step x {args.steps}, VAE decode {vae_flops / 1e12:.2f} T: {total / 1e12:.1f} TFLOP; the CPU's bf16 GEMM "
+          f"rate (torch) " + (f"{rate / 1e9:.0f} GFLOP/s" if rate else "not measured (no torch side)"))
     print(f"{platform.machine()}, {os.cpu_count()} CPUs ({_cpu_name()}; AVX-512 BF16 "
           f"{'yes' if _avx512_bf16() else 'no'}); load average {load_start[0]:.2f} at the start, "
           f"{os.getloadavg()[0]:.2f} at the end")
     print()
-    head = ("| side | first s | steady s | vs torch | text s | denoise s | VAE s | peak RSS GB | device peak GB | "
-            "max diff | rel diff | Trn2 est s |")
+    head = ("| side | first s | steady s | vs torch | text s | denoise s | VAE s | GFLOP/s | GEMM share | peak RSS GB | "
+            "device peak GB | max diff | rel diff | Trn2 est s |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for side in sides:
@@ -410,8 +493,10 @@ def report(args, sides, results, failed, load_start, elapsed):
             err, rel = _diff(r["image"], ref["image"])
             diffs = f"{err:.3g} | {rel:.2e}"
         q = r["parts"]
+        achieved = total / r["steady_s"]
+        share = f"{achieved / rate:.0%}" if rate else ""
         print(f"| {side} | {r['first_s']:.1f} | {r['steady_s']:.2f} | {vs} | {q['text']:.2f} | {q['denoise']:.2f} | "
-              f"{q['vae']:.2f} | {r['peak_rss'] / 1e9:.2f} | {dev} | {diffs} | {est} |")
+              f"{q['vae']:.2f} | {achieved / 1e9:.0f} | {share} | {r['peak_rss'] / 1e9:.2f} | {dev} | {diffs} | {est} |")
     notes = []
     for side, r in results.items():
         if r.get("fallbacks"):
