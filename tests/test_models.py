@@ -95,6 +95,45 @@ def test_qwen3_text_encoder_matches_cpu(dtype):
     assert "aten._scaled_dot_product_fused_attention_overrideable.default" in torch_neuronx.get_executed_ops()
 
 
+def flux2_vae():
+    """FLUX.2's VAE (`AutoencoderKLFlux2`: its default is the real configuration) cut narrow: four up blocks,
+    the mid block's attention, group norms, SiLU, nearest upsampling, the latent batch norm."""
+    from diffusers import AutoencoderKLFlux2
+
+    torch.manual_seed(0)
+    vae = AutoencoderKLFlux2(block_out_channels=(16, 32, 32, 32), layers_per_block=1, latent_channels=8,
+                             norm_num_groups=8).eval()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # running statistics as a trained model ships them
+        vae.bn.running_mean.copy_(0.1 * torch.randn(vae.bn.running_mean.shape, generator=g))
+        vae.bn.running_var.copy_(1.0 + 0.1 * torch.rand(vae.bn.running_var.shape, generator=g))
+    return vae
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_flux2_vae_decode_matches_cpu(dtype, compiled):
+    """The pipeline's VAE decode (its convolutions take torch's CPU kernel where runtime/native_kernels.py
+    chooses it) in eager mode and with the decoder compiled as the page compiles it."""
+    vae = flux2_vae()
+    z = torch.randn(1, 8, 16, 16, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        exact = vae.decode(z).sample
+        vae, z = vae.to(dtype), z.to(dtype)
+        want = vae.decode(z).sample
+        dev = copy.deepcopy(vae).to("neuron")
+        if compiled:
+            dev.decoder.compile(backend="neuron", fullgraph=True, dynamic=False)
+        torch_neuronx.clear_op_tracking()
+        got = dev.decode(z.to("neuron")).sample
+    assert got.device.type == "neuron" and got.dtype == dtype and got.shape == want.shape == (1, 3, 128, 128)
+    assert torch_neuronx.get_fallback_ops() == {}
+    if dtype == torch.float32:
+        assert rel_err(got.cpu(), want) < REL_TOL[dtype]
+    else:  # 30-odd bf16 layers: the CPU's own bf16 decode is 2.4% from float32's; neuron's as close as it
+        assert rel_err(got.cpu().float(), exact) < 1.1 * rel_err(want.float(), exact)
+
+
 def test_from_pretrained_of_a_local_folder(tmp_path):
     """The real loading path: save_pretrained to a folder this test writes, from_pretrained, .to("neuron")."""
     from diffusers import Flux2Transformer2DModel

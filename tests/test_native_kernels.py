@@ -224,6 +224,33 @@ def _mask(shape, boolean, dtype):
     return m
 
 
+def _conv_block(x, w, b, gamma, beta):
+    """A VAE's unit: group norm, SiLU, a padded 3x3 convolution, nearest upsampling."""
+    h = F.silu(F.group_norm(x, 4, gamma, beta))
+    return F.interpolate(F.conv2d(h, w, b, padding=1), scale_factor=2.0, mode="nearest")
+
+
+@pytest.mark.parametrize("mode", ["eager", "fused", "compiled"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_convolution_takes_the_kernel_chosen_for_its_dtype(dtype, mode):
+    """Each convolution runs the kernel runtime/native_kernels.py chooses for its dtype on this CPU (torch's
+    oneDNN kernel where it is the fast one, XLA's otherwise), op by op, in a fused run and in a compiled
+    graph alike; the result is the CPU's (bit for bit where torch's kernel runs)."""
+    x, w = _randn(1, 8, 12, 12, dtype=dtype), _randn(16, 8, 3, 3, dtype=dtype)
+    b, gamma, beta = _randn(16, dtype=dtype), _randn(8, dtype=dtype), _randn(8, dtype=dtype)
+    want = _conv_block(x, w, b, gamma, beta)
+    fn = _conv_block
+    if mode == "compiled":
+        fn = torch.compile(_conv_block, backend="neuron", fullgraph=True, dynamic=False)
+    native = native_kernels.uses(native_kernels.PRODUCTS, str(dtype).removeprefix("torch."))
+    before = _calls()["convolution"]
+    with fusion.setting(mode == "fused"):
+        got = fn(*(_on(t) for t in (x, w, b, gamma, beta))).cpu()
+    assert _calls()["convolution"] - before == (1 if native else 0), (dtype, mode, native)
+    # the norm and the activation around the convolution are XLA's (fused there), within rounding of the CPU's
+    torch.testing.assert_close(got, want, **tol("conv", dtype, want))
+
+
 @pytest.mark.parametrize("mask_shape, boolean", _MASKS, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_masked_attention_matches_the_cpu(dtype, mask_shape, boolean):

@@ -36,10 +36,14 @@ def reference():
 def test_pipeline_offload_matches_cpu(reference, offload):
     pipe = build_pipeline()
     getattr(pipe, f"enable_{offload}_cpu_offload")(device="neuron")
+    seen = []  # where a transformer Linear ran (the hooks moved its weight there, and away after)
+    inner = next(m for m in pipe.transformer.modules() if isinstance(m, torch.nn.Linear))
+    inner.register_forward_hook(lambda m, args, out: seen.append(out.device.type))
     for _ in range(2):  # the second call runs with the hooks' state after a whole call
         got = run(pipe)
         assert got.shape == reference.shape
         assert np.abs(got.astype(np.float64) - reference).max() <= 1e-4
+    assert seen and set(seen) == {"neuron"}, seen
     # offloaded again after the call: the weights are back on the CPU (sequential: on meta, with
     # their CPU copy in the hook's weights map)
     if offload == "model":
