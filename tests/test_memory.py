@@ -193,20 +193,13 @@ def test_memory_stats_keys_and_summary():
     del x
 
 
-def _rss_file_bytes():
+def _resident_bytes(kind):
+    """The process's resident memory of one kind ("File": file mappings, "Anon": anonymous) in bytes."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("RssFile:"):
+            if line.startswith(f"Rss{kind}:"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no RssFile in /proc/self/status")
-
-
-def _rss_anon_bytes():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no RssAnon in /proc/self/status")
+    raise AssertionError(f"no Rss{kind} in /proc/self/status")
 
 
 def test_a_model_moved_back_to_the_cpu_gives_its_device_memory_back():
@@ -221,9 +214,9 @@ def test_a_model_moved_back_to_the_cpu_gives_its_device_memory_back():
     try:
         model.to("neuron")
         torch.neuron.synchronize()
-        on_device = _rss_anon_bytes()
+        on_device = _resident_bytes("Anon")
         model.to("cpu")
-        grown = _rss_anon_bytes() - on_device
+        grown = _resident_bytes("Anon") - on_device
     finally:
         if enabled:
             gc.enable()
@@ -241,9 +234,9 @@ def test_weights_loaded_from_a_file_mapping_are_not_resident_twice(tmp_path):
     with open(tmp_path / "w.safetensors", "rb") as f:  # written back, as a model file on disk is: pages
         os.fsync(f.fileno())                            # still dirty in the page cache are kept resident
     loaded = load_file(tmp_path / "w.safetensors")  # tensors over the file's mapping (64 MiB)
-    before = _rss_file_bytes()
+    before = _resident_bytes("File")
     on_device = {k: v.to("neuron") for k, v in loaded.items()}
-    grown = _rss_file_bytes() - before
+    grown = _resident_bytes("File") - before
     assert grown < 16 * 2**20, f"{grown / 2**20:.1f} MiB of the file stayed resident"
     for k, v in on_device.items():
         assert torch.equal(v.cpu(), weights[k])
