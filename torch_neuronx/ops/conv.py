@@ -2,14 +2,17 @@
 
 - `convolution` is one `lax.conv_general_dilated` (any spatial rank, groups, stride, padding,
   dilation); a transposed convolution is the direct convolution of the stride-dilated input with
-  the flipped, group-regrouped weight. On the CPU platform float16/bfloat16 convolutions run torch's own
-  CPU kernel inside the executable instead (`native`: oneDNN), the CPU's result bit for bit. float32 uses Precision.HIGHEST, float16/bfloat16 accumulate
+  the flipped, group-regrouped weight. On the CPU platform float16/bfloat16 convolutions, and float32
+  ones wider than 1x1, run torch's own CPU kernel inside the executable instead (`native`: oneDNN, where
+  `runtime/native_kernels.py` chose it), the CPU's result bit for bit. float32 uses Precision.HIGHEST, float16/bfloat16 accumulate
   in float32 (`preferred_element_type`) and round once. `convolution_backward` is the vjp of the
   same program (XLA's transposed convolutions), plus the bias gradient as a sum.
 - `im2col` stacks the strided window slice of every kernel offset (channel-major, as PyTorch);
   `col2im` adds them back in place ("overlap-add"). Both use windows.py, as pooling does.
 """
 from __future__ import annotations
+
+import math
 
 import itertools
 
@@ -94,7 +97,9 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
 @lower(aten.convolution.default)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     x, unbatched = _batched(input, weight)
-    if native.usable(native.PRODUCTS, x, weight, *(() if bias is None else (bias,))):
+    operands = (x, weight) + (() if bias is None else (bias,))
+    wide = math.prod(weight.shape[2:]) > 1  # a 1x1 kernel is a matrix product: XLA's dot is as fast
+    if native.usable(native.PRODUCTS, *operands) or (wide and native.usable(native.CONVOLUTION, *operands)):
         nsp = weight.ndim - 2
         y = native.convolution(x, weight, bias, expand(stride, nsp), expand(padding, nsp), expand(dilation, nsp),
                                transposed, expand(output_padding, nsp), groups)

@@ -15,7 +15,11 @@ the default): torch's 16-bit matmuls and convolutions are fast only where oneDNN
 (`torch.ops.mkldnn._is_mkldnn_bf16_supported()` / `_fp16_`); elsewhere (an AVX2-only CPU) torch falls
 back to reference loops, 100x slower than XLA's float32 path (bf16 mm 1.2 GFLOP/s, conv 0.3, against
 XLA's 120-137 on a 2-core Zen 3), and XLA keeps them. torch's CPU flash attention converts its blocks
-itself and is fast on every CPU, so attention stays native. `1` makes every 16-bit product native, `0` none.
+itself and is fast on every CPU, so attention stays native. A float32 convolution with a kernel wider
+than 1x1 is native wherever torch has oneDNN: its kernel ran 1.3-1.5x XLA's speed on 3x3 convolutions of 128-512
+channels (Zen 4, AVX-512; the AVX2 Zen 3 measured 129 against 52 GFLOP/s); a 1x1 convolution is a matrix
+product, where XLA's dot is as fast, and stays XLA's. `1` makes every 16-bit product and float32
+convolution native, `0` none.
 
 The targets are registered once, when jax starts (`lazy_jax.load`), before any executable is compiled or
 loaded from the disk cache: a stored executable names its targets and finds them at load.
@@ -28,6 +32,7 @@ from . import config
 
 PRODUCTS = "products"  # mm, addmm, bmm, baddbmm, convolution
 ATTENTION = "attention"  # 4-d attention, with or without a mask
+CONVOLUTION = "convolution"  # float32 convolutions with a kernel wider than 1x1
 DTYPES = ("bfloat16", "float16")
 
 _registered = False
@@ -44,12 +49,13 @@ def choices() -> tuple:
     if mode == "off":
         return ()
     if mode == "on":
-        return ((PRODUCTS, DTYPES), (ATTENTION, DTYPES))
-    return ((PRODUCTS, _onednn_dtypes()), (ATTENTION, DTYPES))
+        return ((PRODUCTS, DTYPES), (ATTENTION, DTYPES), (CONVOLUTION, ("float32",)))
+    return ((PRODUCTS, _onednn_dtypes()), (ATTENTION, DTYPES), (CONVOLUTION, _onednn_float32()))
 
 
 def uses(kind: str, dtype_name: str) -> bool:
-    """Whether a `kind` product (PRODUCTS or ATTENTION) in `dtype_name` runs torch's CPU kernel here."""
+    """Whether a `kind` product (PRODUCTS, ATTENTION or CONVOLUTION) in `dtype_name` runs torch's CPU kernel
+    here."""
     return any(k == kind and dtype_name in names for k, names in choices())
 
 
@@ -91,6 +97,14 @@ def _onednn_dtypes() -> tuple:
     mkldnn = torch.ops.mkldnn
     return tuple(name for name, supported in (("bfloat16", mkldnn._is_mkldnn_bf16_supported),
                                               ("float16", mkldnn._is_mkldnn_fp16_supported)) if supported())
+
+
+@functools.cache
+def _onednn_float32() -> tuple:
+    """("float32",) where torch runs float32 convolutions with oneDNN (every x86 build), else ()."""
+    import torch
+
+    return ("float32",) if torch.backends.mkldnn.is_available() else ()
 
 
 @functools.cache
