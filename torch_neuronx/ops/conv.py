@@ -12,9 +12,8 @@
 """
 from __future__ import annotations
 
-import math
-
 import itertools
+import math
 
 import numpy as np
 

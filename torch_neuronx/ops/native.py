@@ -33,12 +33,10 @@ CONVOLUTION = native_kernels.CONVOLUTION
 
 def usable(kind: str, *arrays) -> bool:
     """Whether these operands' `kind` product (PRODUCTS: mm, addmm, bmm, baddbmm, convolution; ATTENTION;
-    CONVOLUTION: a float32 convolution) runs torch's CPU kernel here: floats of one dtype (16-bit, or
-    float32 for CONVOLUTION), where `runtime.native_kernels` chose torch's kernel for that kind and dtype on
-    this CPU."""
+    CONVOLUTION: a float32 convolution) runs torch's CPU kernel here: operands of one dtype, where
+    `runtime.native_kernels` chose torch's kernel for that kind and dtype on this CPU (16-bit floats, and
+    float32 for CONVOLUTION)."""
     dtype = np.dtype(arrays[0].dtype)
-    if dtype not in ((np.dtype(np.float32),) if kind == CONVOLUTION else (np.dtype(np.float16), np.dtype(jnp.bfloat16))):
-        return False
     return all(np.dtype(a.dtype) == dtype for a in arrays) and native_kernels.uses(kind, dtype.name)
 
 
