@@ -31,7 +31,7 @@ FORMS = {
     "NEURON_RT_NUM_CORES": ([("1", 1), ("8", 8)], ["0", "-2", "many", "1.5"]),
     "NEURON_RT_VISIBLE_CORES": (CORES_FORMS, CORES_BAD),
     "TORCH_NEURONX_CORE_MEMORY": ([f for f in SIZE_FORMS if f[1]], SIZE_BAD + ["0"]),
-    "TORCH_NEURONX_HOST_MMAP_THRESHOLD": (SIZE_FORMS, SIZE_BAD),
+    "TORCH_NEURONX_HOST_CACHE": (SIZE_FORMS, SIZE_BAD),
     "TORCH_NEURONX_NATIVE_KERNELS": ([("auto", "auto"), ("1", "on"), ("true", "on"), ("0", "off"), ("Off", "off")],
                                      ["always", "2"]),
     "TORCH_NEURONX_TARGET": ([("trn2", "trn2"), ("Trn1", "trn1"), ("TRN3", "trn3")], ["trn4", "inf2", "1"]),

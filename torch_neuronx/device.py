@@ -251,15 +251,17 @@ def reset_max_memory_allocated(device=None) -> None:
 
 
 def empty_cache() -> None:
-    """Release the device buffers of every storage that has died (they are released lazily otherwise).
+    """Release the device buffers of every storage that has died (they are released lazily otherwise),
+    and on the CPU platform give the host memory kept for reuse back to the system.
 
     Like CUDA's, it runs no garbage collection: a tensor kept alive only by a reference cycle is freed
     when Python's collector runs (call gc.collect() first to free those too). It is called often:
     accelerate calls it after placing each tensor (set_module_tensor_to_device), so it must cost
     nothing when nothing died."""
-    from .runtime import storage
+    from .runtime import host_memory, storage
 
     storage.apply_events()
+    host_memory.release_surplus(0, now=True)
 
 
 def mem_get_info(device=None) -> tuple[int, int]:

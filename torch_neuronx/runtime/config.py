@@ -237,7 +237,7 @@ class Setting(NamedTuple):
 
 
 DEFAULT_CPU_CORES = 2
-DEFAULT_HOST_MMAP_THRESHOLD = 8 << 20
+DEFAULT_HOST_CACHE = 1 << 30
 _ON_OFF = {**{w: "on" for w in _TRUE}, **{w: "off" for w in _FALSE}}
 
 SETTINGS: tuple[Setting, ...] = (
@@ -252,8 +252,9 @@ SETTINGS: tuple[Setting, ...] = (
             "torchrun the one core LOCAL_RANK)"),
     Setting("TORCH_NEURONX_CORE_MEMORY", "core_memory", POSITIVE_SIZE, None,
             "each core's memory capacity: 24GiB, 512M, 2GB or bytes (default: the platform's memory)"),
-    Setting("TORCH_NEURONX_HOST_MMAP_THRESHOLD", "host_mmap_threshold", SIZE, DEFAULT_HOST_MMAP_THRESHOLD,
-            "on the CPU platform, glibc's mmap threshold (0: glibc's own dynamic one)"),
+    Setting("TORCH_NEURONX_HOST_CACHE", "host_cache", SIZE, DEFAULT_HOST_CACHE,
+            "on the CPU platform, how much freed device memory stays resident for the next buffers (0: "
+            "glibc's own behaviour, where every buffer of 32 MiB and more is fresh memory)"),
     Setting("TORCH_NEURONX_NATIVE_KERNELS", "native_kernels", CHOICE({"auto": "auto", **_ON_OFF}, "auto, 1 or 0"),
             "auto",
             "on the CPU platform, whether executables call torch's CPU kernels for bf16/fp16 products and "
@@ -626,10 +627,10 @@ def core_memory() -> int | None:
     return settings.core_memory
 
 
-def host_mmap_threshold() -> int:
-    """On the CPU platform, the size from which host allocations are their own mappings, returned to the
-    system when freed (runtime/devices.py)."""
-    return settings.host_mmap_threshold
+def host_cache() -> int:
+    """On the CPU platform, how many bytes of freed device memory stay resident for reuse
+    (runtime/host_memory.py)."""
+    return settings.host_cache
 
 
 def native_kernels() -> str:

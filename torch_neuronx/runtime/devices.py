@@ -8,7 +8,7 @@ import sys
 import threading
 
 from . import lazy_jax
-from . import config, targets
+from . import config, host_memory, targets
 
 _lock = threading.Lock()
 _devices: list | None = None
@@ -96,6 +96,8 @@ def jax_devices() -> list:
         if _devices is None:
             jax = lazy_jax.load()
             plat = config.platform()
+            if plat == "cpu":  # before the client's threads exist (runtime/host_memory.py)
+                host_memory.configure(config.host_cache())
             try:
                 available = jax.devices(plat)
             except RuntimeError as e:
@@ -105,31 +107,10 @@ def jax_devices() -> list:
             devices = [available[i] for i in config.visible_cores(len(available))]
             if plat != "cpu":
                 set_native_count(len(devices), devices)
-            else:
-                _set_host_mmap_threshold(config.host_mmap_threshold())
             # a forked child inherits jax's state but not its threads (what CUDA calls a bad fork)
             os.register_at_fork(after_in_child=_mark_forked_child)
             _devices = devices
     return _devices
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-
-
-def _set_host_mmap_threshold(nbytes: int) -> None:
-    """On the CPU platform device memory is host memory, allocated by XLA through glibc's malloc. glibc
-    serves allocations below its mmap threshold from its arenas and keeps them there when freed, and its
-    threshold grows by itself up to 32 MiB: a model's many megabyte-sized activations and temporaries
-    then stay resident after use (a FLUX.2 forward's process held ~0.1 GB more at its peak than with
-    a fixed 8 MiB threshold, at the same speed). A fixed threshold gives memory of that size and above
-    back when freed. 0 leaves glibc's behaviour; other allocators than glibc's ignore it."""
-    if nbytes <= 0:
-        return
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(min(nbytes, 2**31 - 1)))
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def in_bad_fork() -> bool:

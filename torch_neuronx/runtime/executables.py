@@ -17,7 +17,7 @@ import re
 import time
 
 from .. import _C
-from . import config, costs, custom_calls, devices, profiling, storage
+from . import config, costs, custom_calls, devices, host_memory, profiling, storage
 from .lazy_jax import jax
 
 FORMAT = 3  # bump when what `serialize` writes changes
@@ -67,7 +67,7 @@ def compile_lowered(lowered, small: bool):
     if compiled is None:
         compiled = lowered.compile()
     if not small:
-        _release_compile_memory()
+        host_memory.trim()  # XLA's and LLVM's working memory of a large compile (hundreds of MB)
     hlo = optimized_text(compiled)
     compiled._neuron_cost = costs.analyze(compiled, hlo)
     compiled._neuron_targets = custom_calls.referenced(hlo) if hlo is not None else None
@@ -102,28 +102,6 @@ def targets_of(compiled) -> tuple | None:
 def cost_of(compiled) -> "costs.Cost | None":
     """The executable's cost analysis (None: its platform has none)."""
     return getattr(compiled, "_neuron_cost", None)
-
-
-def _release_compile_memory() -> None:
-    """Give back to the system what a large compile left free in glibc's heap. XLA's and LLVM's working
-    memory of a whole model's program (hundreds of MB, freed when it returns) otherwise stays resident
-    in the process for good, beside the model (a FLUX.2 forward's process: +0.1-0.2 GB). It costs
-    milliseconds, after a compile of seconds. Other allocators than glibc's have no malloc_trim."""
-    try:
-        _libc().malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-_LIBC: list = []
-
-
-def _libc():
-    if not _LIBC:
-        import ctypes
-
-        _LIBC.append(ctypes.CDLL(None))
-    return _LIBC[0]
 
 
 class NotSerializable(Exception):
@@ -204,6 +182,7 @@ def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError
     the outputs are computed."""
     try:
         note_workspace(fn, device)
+        host_memory.release_surplus(config.host_cache())  # what earlier launches freed, beyond the bound
         cost = getattr(fn, "_neuron_cost", None)
         if record is not None:
             outs = profiling.launch(record[0], record[1], device, fn, inputs)
