@@ -237,7 +237,7 @@ class Setting(NamedTuple):
 
 
 DEFAULT_CPU_CORES = 2
-DEFAULT_HOST_CACHE = 1 << 30
+DEFAULT_HOST_CACHE = 0
 _ON_OFF = {**{w: "on" for w in _TRUE}, **{w: "off" for w in _FALSE}}
 
 SETTINGS: tuple[Setting, ...] = (
@@ -253,8 +253,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TORCH_NEURONX_CORE_MEMORY", "core_memory", POSITIVE_SIZE, None,
             "each core's memory capacity: 24GiB, 512M, 2GB or bytes (default: the platform's memory)"),
     Setting("TORCH_NEURONX_HOST_CACHE", "host_cache", SIZE, DEFAULT_HOST_CACHE,
-            "on the CPU platform, how much freed device memory stays resident for the next buffers (0: "
-            "glibc's own behaviour, where every buffer of 32 MiB and more is fresh memory)"),
+            "on the CPU platform, how much freed device memory stays resident for the next buffers (0: none; "
+            "glibc's mmap threshold is fixed at 8 MiB, and every buffer of that size or more is fresh memory)"),
     Setting("TORCH_NEURONX_NATIVE_KERNELS", "native_kernels", CHOICE({"auto": "auto", **_ON_OFF}, "auto, 1 or 0"),
             "auto",
             "on the CPU platform, whether executables call torch's CPU kernels for bf16/fp16 products and "

@@ -7,10 +7,16 @@ that size is fresh memory, and the kernel clears each of its pages on first touc
 the figures come from, a quarter to a third of a 1024x1024 VAE decode (docs/benchmarks.md). What CUDA's
 caching allocator does for device memory, glibc's heap does here once it keeps what was freed:
 
-- `configure(limit)`, before jax's CPU client starts its threads: one arena for every thread (XLA
+- `configure(limit)`, before jax's CPU client starts its threads. With `limit` 0 (the default), glibc's
+  mmap threshold is fixed at 8 MiB (glibc's own grows to 32 MiB and keeps freed buffers below it
+  resident): every buffer of 8 MiB and more goes back when freed, and the peak is the live memory.
+  Otherwise (TORCH_NEURONX_HOST_CACHE): one arena for every thread (XLA
   allocates on its worker threads, whose own arenas would map anything over 64 MiB anyway), no
   mappings of their own (everything comes from the heap and goes back to it when freed), and the
-  heap's free top kept up to `limit` (TORCH_NEURONX_HOST_CACHE).
+  heap's free top kept up to `limit`. A 1024x1024 VAE decode then clears 2-4 s of pages where it
+  cleared 9-10 s (10-15% faster), but the peak grows by 1.5-2 GB, and in the page's whole pipeline,
+  whose 16 GB of weights share the heap, it gained nothing measurable and cost 1.4 GB of peak
+  (docs/benchmarks.md): so it is opt-in.
 - `release_surplus()`, as the storage layer frees buffers: free memory still resident beyond `limit`
   goes back to the system (malloc_trim), so a model moved back to the CPU (offload) returns its device
   memory, and the peak is the live memory plus at most `limit`.
@@ -27,9 +33,11 @@ import threading
 import time
 
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
+_M_MMAP_THRESHOLD = -3
 _M_MMAP_MAX = -4
 _M_ARENA_MAX = -8
 _INT_MAX = 2**31 - 1
+_MMAP_THRESHOLD = 8 << 20  # without the cache
 _NOISE = 16 << 20  # what a surplus must exceed to be worth a trim (the measure moves by pages)
 _EVERY = 0.05      # seconds between two measures (one costs ~0.1 ms: /proc and malloc's counters)
 
@@ -60,12 +68,15 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def configure(limit: int) -> None:
-    """Make glibc's heap the cache of freed device memory, keeping up to `limit` bytes (0: leave
-    glibc's behaviour). Called once, before the CPU client's threads exist: a thread keeps the arena
-    of its first allocation."""
+    """Make glibc's heap the cache of freed device memory, keeping up to `limit` bytes (0: no cache,
+    a fixed 8 MiB mmap threshold). Called once, before the CPU client's threads exist: a thread keeps
+    the arena of its first allocation."""
     global _limit
     libc = _glibc()
-    if libc is None or limit <= 0:
+    if libc is None:
+        return
+    if limit <= 0:
+        libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(_MMAP_THRESHOLD))
         return
     with _lock:
         if not (libc.mallopt(_M_ARENA_MAX, 1) and libc.mallopt(_M_MMAP_MAX, 0)):
