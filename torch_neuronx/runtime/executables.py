@@ -182,7 +182,7 @@ def launch(fn, inputs, what: str, device: int, record=None, failure=RuntimeError
     the outputs are computed."""
     try:
         note_workspace(fn, device)
-        host_memory.release_surplus(config.host_cache())  # what earlier launches freed, beyond the bound
+        host_memory.release_surplus()  # what earlier launches freed, beyond the bound
         cost = getattr(fn, "_neuron_cost", None)
         if record is not None:
             outs = profiling.launch(record[0], record[1], device, fn, inputs)

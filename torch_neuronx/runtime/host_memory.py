@@ -2,9 +2,9 @@
 
 On the CPU platform a device buffer is host memory that XLA (its results and its executables' workspace)
 and numpy (the copies jax aliases, runtime/transfer.py) allocate through glibc's malloc. glibc gives
-every allocation of 32 MiB and more a mapping of its own and unmaps it when freed, so the next buffer of
-that size is fresh memory, and the kernel clears each of its pages on first touch: ~2.3 s a GB on the VMs
-the figures come from, a quarter to a third of a 1024x1024 VAE decode (docs/benchmarks.md). What CUDA's
+every allocation over its mmap threshold (8 MiB as configured below; 32 MiB at most) a mapping of its
+own and unmaps it when freed, so the next buffer of that size is fresh memory, and the kernel clears
+each of its pages on first touch: ~2.3 s a GB on the VMs the figures come from, a quarter to a third of a 1024x1024 VAE decode (docs/benchmarks.md). What CUDA's
 caching allocator does for device memory, glibc's heap does here once it keeps what was freed:
 
 - `configure(limit)`, before jax's CPU client starts its threads. With `limit` 0 (the default), glibc's
@@ -17,7 +17,7 @@ caching allocator does for device memory, glibc's heap does here once it keeps w
   cleared 9-10 s (10-15% faster), but the peak grows by 1.5-2 GB, and in the page's whole pipeline,
   whose 16 GB of weights share the heap, it gained nothing measurable and cost 1.4 GB of peak
   (docs/benchmarks.md): so it is opt-in.
-- `release_surplus()`, as the storage layer frees buffers: free memory still resident beyond `limit`
+- `release_surplus()`, at every launch and as the storage layer frees buffers: free memory still resident beyond `limit`
   goes back to the system (malloc_trim), so a model moved back to the CPU (offload) returns its device
   memory, and the peak is the live memory plus at most `limit`.
 - `trim()`: everything free goes back (after a large compile; torch.neuron.empty_cache()).
@@ -31,6 +31,8 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+
+from . import config
 
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
 _M_MMAP_THRESHOLD = -3
@@ -111,12 +113,15 @@ def cached_bytes() -> int:
     return max(0, _resident_anonymous() - _in_use(_libc) - _outside_heap)
 
 
-def release_surplus(limit: int, now: bool = False) -> None:
-    """Give back to the system what the heap keeps beyond `limit` bytes (the setting, read by the
-    caller as it is now). Called as buffers are freed, it measures at most every 50 ms unless `now`."""
+def release_surplus(limit: int | None = None, now: bool = False) -> None:
+    """Give back to the system what the heap keeps beyond `limit` bytes (None: the setting as it is
+    now). Called at every launch and as buffers are freed: with the cache off it returns at once, and
+    otherwise it measures at most every 50 ms unless `now`."""
     global _limit, _measured_at
     if _limit is None:
         return
+    if limit is None:
+        limit = config.host_cache()
     clock = time.monotonic()
     if not now and clock - _measured_at < _EVERY:
         return

@@ -23,7 +23,7 @@ import threading
 import torch
 
 from .. import _C
-from . import config, host_memory
+from . import host_memory
 
 # key -> flat jax array (1-D) of the dtype that last wrote it, or a Pending one
 _buffers: dict[int, object] = {}
@@ -194,7 +194,7 @@ def apply_events() -> None:
     if _freed_since_release >= _RELEASE_EVERY:
         _freed_since_release = 0
         _release_host_aliases()
-    host_memory.release_surplus(config.host_cache())
+    host_memory.release_surplus()
 
 
 def _release_host_aliases() -> None:
