@@ -202,7 +202,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "_bf16_attention_available",
       &bf16_attention_available,
-      "Whether this CPU runs bf16 attention with the package's own kernel (bf16_attention.cpp: AVX-512 BF16).");
+      "Whether this CPU runs bf16 attention with the package's own kernel (bf16_attention.cpp: AVX-512 BF16 without AMX).");
   m.def(
       "_native_kernel_stats",
       &native_kernel_stats,

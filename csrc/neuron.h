@@ -120,7 +120,7 @@ void profiler_record(int kind, std::string name, int device, int64_t start_ns, i
 
 // bfloat16 attention for CPUs with AVX-512 BF16 (bf16_attention.cpp): whether it takes these 4-d
 // (B, H, L, E) q and (B, H, S, E/Ev) k, v, and the call, writing `out` (B, L, H, Ev) and `lse` (B, H, L).
-bool bf16_attention_available();  // this CPU has AVX-512 BF16
+bool bf16_attention_available();  // this CPU has AVX-512 BF16 and no AMX BF16 (where torch's kernel is faster)
 bool bf16_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal);
 void bf16_attention(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,

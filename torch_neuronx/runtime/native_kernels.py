@@ -77,7 +77,8 @@ def xla_upcasts(dtype_name: str) -> bool:
 
 def bf16_attention_available() -> bool:
     """Whether bfloat16 attention (4-d, not causal, masked or not) runs the shim's own kernel on this CPU
-    (`csrc/bf16_attention.cpp`, AVX-512 BF16) rather than torch's CPU flash kernel."""
+    (`csrc/bf16_attention.cpp`, AVX-512 BF16 without AMX) rather than torch's CPU flash kernel (whose products
+    run on AMX tiles where the CPU has them, several times faster)."""
     from .. import _C
 
     return uses(ATTENTION, "bfloat16") and _C._bf16_attention_available()
