@@ -191,7 +191,10 @@ def test_convolutions_equal_the_cpu(dtype):
     w, wg, w1 = _randn(12, 8, 3, 3, dtype=dtype), _randn(12, 4, 3, 3, dtype=dtype), _randn(5, 8, 1, 1, dtype=dtype)
     wt, b = _randn(8, 6, 3, 3, dtype=dtype), _randn(12, dtype=dtype)
     xl = x.contiguous(memory_format=torch.channels_last)
+    # wide enough for oneDNN's blocked kernels (the 16-bit ones run channels-last inside the executable)
+    xw, ww, bw = _randn(1, 64, 24, 40, dtype=dtype), _randn(96, 64, 3, 3, dtype=dtype), _randn(96, dtype=dtype)
     cases = {
+        "wide": lambda: F.conv2d(xw, ww, bw, padding=1),
         "padded": lambda: F.conv2d(x, w, b, padding=1),
         "strided groups": lambda: F.conv2d(x, wg, b, stride=2, groups=2),
         "dilated": lambda: F.conv2d(x, w, b, dilation=2, padding=2),
@@ -203,9 +206,9 @@ def test_convolutions_equal_the_cpu(dtype):
     before = _calls()["convolution"]
     for name, fn in cases.items():
         want = fn()
-        x, w, wg, w1, wt, b, xl = (_on(t) for t in (x, w, wg, w1, wt, b, xl))
+        x, w, wg, w1, wt, b, xl, xw, ww, bw = (_on(t) for t in (x, w, wg, w1, wt, b, xl, xw, ww, bw))
         _same(fn(), want, name)
-        x, w, wg, w1, wt, b, xl = (t.cpu() for t in (x, w, wg, w1, wt, b, xl))
+        x, w, wg, w1, wt, b, xl, xw, ww, bw = (t.cpu() for t in (x, w, wg, w1, wt, b, xl, xw, ww, bw))
     assert _calls()["convolution"] == before + len(cases)
 
 
