@@ -201,15 +201,21 @@ void transpose_16bit(const uint16_t* in, uint16_t* out, int64_t N, int64_t R, in
   });
 }
 
+// On a CPU with AMX a 16-bit 2-d convolution runs channels-last: oneDNN's AMX convolutions compute in that
+// layout, and handed an NCHW input torch reorders around them at several times the product's cost (a
+// 3x3, 128-channel layer at 1024x1024 in bf16: 1.40 s, of which the product is 0.23 s, on a 2-core Xeon).
+// The handler transposes the input to channels-last and the channels-last result back into `out`
+// (transpose_16bit: 0.11 s each there; torch's own copies take 0.12-0.26 s and 0.93 s). Without AMX
+// (AVX-512 BF16 on a Zen 4: 300-400 GFLOP/s from NCHW, benchmarks/conv_kernels.py) the call stays NCHW:
+// the layout was not measured to pay there.
+bool convolves_channels_last(const at::Tensor& x) {
+  static const bool amx = __builtin_cpu_supports("amx-bf16");
+  return amx && x.dim() == 4 && x.element_size() == 2;
+}
+
 // convolution (any spatial rank, transposed or not, groups), bias optional (`has_bias`; otherwise the
-// bias buffer is an empty placeholder). The result is written row-major into `out` whatever memory
-// format torch's kernel chose for it.
-//
-// A 16-bit 2-d convolution runs channels-last: oneDNN's 16-bit convolutions compute in that layout, and
-// handed an NCHW input torch reorders around them at several times the product's cost (a 3x3,
-// 128-channel layer at 1024x1024 in bf16: 1.40 s, of which the product is 0.23 s on a CPU with AMX). Here
-// the input is made channels-last (torch's copy, 0.12 s) and the channels-last result transposed into
-// `out` (0.11 s each, transpose_16bit; torch's copies take 0.12-0.26 s and 0.93 s).
+// bias buffer is an empty placeholder), channels-last where convolves_channels_last says. The result is
+// written row-major into `out` whatever memory format torch's kernel chose for it.
 ffi::Error convolution(
     ffi::AnyBuffer input,
     ffi::AnyBuffer weight,
@@ -230,7 +236,7 @@ ffi::Error convolution(
       b = tensor(bias);
     }
     at::Tensor x = tensor(input, input_perm), o = tensor(*out);
-    const bool channels_last = x.dim() == 4 && x.element_size() == 2;
+    const bool channels_last = convolves_channels_last(x);
     if (channels_last && x.is_contiguous() && x.size(1) > 1) {
       at::Tensor cl = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
       transpose_16bit(reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<uint16_t*>(cl.data_ptr()),
