@@ -4,22 +4,22 @@ On the CPU platform a device buffer is host memory that XLA (its results and its
 and numpy (the copies jax aliases, runtime/transfer.py) allocate through glibc's malloc. glibc gives
 every allocation over its mmap threshold (8 MiB as configured below; 32 MiB at most) a mapping of its
 own and unmaps it when freed, so the next buffer of that size is fresh memory, and the kernel clears
-each of its pages on first touch: ~2.3 s a GB on the VMs the figures come from, a quarter to a third of a 1024x1024 VAE decode (docs/benchmarks.md). What CUDA's
-caching allocator does for device memory, glibc's heap does here once it keeps what was freed:
+each of its pages on first touch: ~2.3 s a GB on the VMs the figures come from, a quarter to a third of
+a 1024x1024 VAE decode (docs/benchmarks.md). What CUDA's caching allocator does for device memory,
+glibc's heap does here once it keeps what was freed:
 
 - `configure(limit)`, before jax's CPU client starts its threads. With `limit` 0 (the default), glibc's
   mmap threshold is fixed at 8 MiB (glibc's own grows to 32 MiB and keeps freed buffers below it
   resident): every buffer of 8 MiB and more goes back when freed, and the peak is the live memory.
-  Otherwise (TORCH_NEURONX_HOST_CACHE): one arena for every thread (XLA
-  allocates on its worker threads, whose own arenas would map anything over 64 MiB anyway), no
-  mappings of their own (everything comes from the heap and goes back to it when freed), and the
-  heap's free top kept up to `limit`. A 1024x1024 VAE decode then clears 2-4 s of pages where it
-  cleared 9-10 s (10-15% faster), but the peak grows by 1.5-2 GB, and in the page's whole pipeline,
-  whose 16 GB of weights share the heap, it gained nothing measurable and cost 1.4 GB of peak
-  (docs/benchmarks.md): so it is opt-in.
-- `release_surplus()`, at every launch and as the storage layer frees buffers: free memory still resident beyond `limit`
-  goes back to the system (malloc_trim), so a model moved back to the CPU (offload) returns its device
-  memory, and the peak is the live memory plus at most `limit`.
+  Otherwise (TORCH_NEURONX_HOST_CACHE): one arena for every thread (XLA allocates on its worker
+  threads, whose own arenas would map anything over 64 MiB anyway), no mappings of their own
+  (everything comes from the heap and goes back to it when freed), and the heap's free top kept up to
+  `limit`. A 1024x1024 VAE decode then clears 2-4 s of pages where it cleared 9-10 s (10-15% faster),
+  but the peak grows by 1.5-2 GB, and in the page's whole pipeline, whose 16 GB of weights share the
+  heap, it gained nothing measurable and cost 1.4 GB of peak (docs/benchmarks.md): so it is opt-in.
+- `release_surplus()`, at every launch and as the storage layer frees buffers: free memory still
+  resident beyond `limit` goes back to the system (malloc_trim), so a model moved back to the CPU
+  (offload) returns its device memory, and the peak is the live memory plus at most `limit`.
 - `trim()`: everything free goes back (after a large compile; torch.neuron.empty_cache()).
 
 How much is cached is measured, not tracked: the process's resident anonymous memory less what malloc
