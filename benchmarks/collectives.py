@@ -8,7 +8,7 @@ after warmup: on neuron tensors in the neuron group, with the signature check on
 off (TORCH_NEURONX_DIST_CHECKS=0), and on CPU tensors in a Gloo group. The three are timed in turn
 within each round, so load from elsewhere falls on all alike. A neuron time runs until the result
 is on the device (torch.neuron.synchronize). Each rank times its own calls; the table shows the
-slower rank's median. Target: neuron at most 1.3x Gloo at 64 MB.
+slower rank's median. Target: neuron at most 1.2x Gloo at every size, checks on (issue 43).
 
 Then the small FLUX.2 transformer's forward (benchmarks/flux_small.py): on one rank alone (the other
 waits), and tensor-parallel over both ranks (diffusers' TensorParallelConfig on a neuron mesh: one
@@ -26,7 +26,7 @@ import time
 
 from child_process import child_env, run_child
 
-TARGET_MB, TARGET_RATIO = 64, 1.3
+TARGET_RATIO = 1.2  # every size, with the signature check on (the default)
 
 
 def _args(argv=None):
@@ -172,17 +172,16 @@ def _print_table(per_rank, args) -> None:
           f"{args.warmup} warmup, the slower rank's")
     print(f"{'size':>6} | {'gloo (cpu)':>11} | {'neuron':>10} | {'ratio':>6} | {'neuron, checks=0':>16} | {'ratio':>6}")
     print("-" * 72)
-    verdict = None
+    worst = None
     for i, (mb, _) in enumerate(per_rank[0]):
         t = {k: max(rows[i][1][k] for rows in per_rank) for k in ("gloo", "neuron", "unchecked")}
         ratio, ratio_unchecked = t["neuron"] / t["gloo"], t["unchecked"] / t["gloo"]
         print(f"{mb:>3} MB | {t['gloo'] * 1e3:>8.2f} ms | {t['neuron'] * 1e3:>7.2f} ms | {ratio:>5.2f}x | "
               f"{t['unchecked'] * 1e3:>13.2f} ms | {ratio_unchecked:>5.2f}x")
-        if mb == TARGET_MB:
-            verdict = ratio
-    if verdict is not None:
-        print(f"target at {TARGET_MB} MB: neuron/gloo <= {TARGET_RATIO}x: "
-              f"{'PASS' if verdict <= TARGET_RATIO else 'MISS'} ({verdict:.2f}x)")
+        worst = ratio if worst is None else max(worst, ratio)
+    if worst is not None:
+        print(f"target at every size: neuron/gloo <= {TARGET_RATIO}x: "
+              f"{'PASS' if worst <= TARGET_RATIO else 'MISS'} (worst {worst:.2f}x)")
 
 
 if __name__ == "__main__":

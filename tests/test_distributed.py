@@ -61,6 +61,7 @@ def checks(tmp_path_factory):
             if key.startswith("checks/"):
                 merged[rank].update(value)
         merged[rank]["subgroup/backends"] = results[rank]["subgroup/backends"]
+        merged[rank]["host_bytes_read"] = results[rank][f"host_bytes_read/{rank}"]
     return merged
 
 
@@ -230,6 +231,21 @@ def test_async(checks, name):
         assert checks[rank][name]["got"][-1]["values"] == [True] * 4
 
 
+def test_stream_order(checks):
+    """Collectives in flight on the device buffers themselves: an op issued before reads the old
+    values, one issued after (before wait) waits and sees the result, a write after a gather's
+    input is not gathered, AVG's division lands before a later read."""
+    verify(checks, "stream_order")
+
+
+def test_collectives_copy_nothing_to_the_host(checks):
+    """On the CPU platform Gloo reads and writes the device buffers: all_reduce, broadcast,
+    all_gather_into_tensor and reduce_scatter_tensor of whole tensors read no byte to the host."""
+    verify(checks, "no_copies")
+    for rank in RANKS:
+        assert checks[rank]["host_bytes_read"] == 0, f"rank {rank}: {checks[rank]['host_bytes_read']} bytes"
+
+
 @pytest.mark.parametrize("name", ["subgroup", "subgroup/gloo"])
 def test_subgroups(checks, name):
     """new_group([0, 1]) and single-rank groups [0], [1] (each rank in its own)."""
@@ -280,7 +296,7 @@ def test_every_check_was_asserted(checks):
              "functional/coalesced/float32", "async", "async/hand", "subgroup", "subgroup/gloo", "subgroup/backends",
              "functional/float32", "functional/bfloat16", "functional/int64", "functional/hand/float32",
              "functional/hand/int16", "functional/hand/uint32", "functional/hand/float8_e5m2", "cpu_tensors",
-             "cpu_tensors/gloo"}
+             "cpu_tensors/gloo", "stream_order", "no_copies", "host_bytes_read"}
     read |= {f"views/{d}" for d in ("float32", "int16", "bfloat16", "uint64")}
     for rank in RANKS:
         assert set(checks[rank]) == read

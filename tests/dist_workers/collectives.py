@@ -536,6 +536,95 @@ check("async/hand", "reduce", lambda: async_ops(NEURON, dist.group.WORLD), async
 section("async")
 
 
+# -- stream order: Gloo works on the device buffers themselves -------------------------------------------
+def stream_order(device, group):
+    """Reads and writes around collectives in flight, issued without waiting: a read or write issued
+    before sees the old values, one issued after sees (and lands after) the result; a write after a
+    collective that reads a tensor is not seen by it. 16 MB, so that Gloo is still at work when the
+    ops after it run (each forced to run at once by a host read of another tensor, and compiled
+    beforehand: the first round only compiles)."""
+    stream_order_round(device, group)
+    return stream_order_round(device, group)
+
+
+def stream_order_round(device, group):
+    n = 1 << 22
+    x = dev(make(torch.float32, (n,), RANK), device)
+    before = x * 2  # queued before the collective: the old values
+    w = dist.all_reduce(x, async_op=True, group=group)
+    after = x + 0  # issued after, before wait(): the result
+    after.sum().item()
+    x.add_(1)  # lands after the result
+    x.sum().item()
+    w.wait()
+    src = dev(make(torch.float32, (n,), RANK, 1), device)
+    gathered = torch.empty(WORLD * n, device=device)
+    w2 = dist.all_gather_into_tensor(gathered, src, async_op=True, group=group)
+    src.mul_(10)  # not seen by the gather
+    src.sum().item()
+    w2.wait()
+    y = dev(make(torch.bfloat16, (n,), RANK, 2), device)
+    fut = dist.all_reduce(y, op=R.AVG, async_op=True, group=group).get_future()
+    y_after = y.float()  # waits for the future's averaging too
+    fut.wait()
+    return [summary(t) for t in (before, after, x, gathered, src, y_after, y)]
+
+
+def summary(t):
+    """A long tensor's ends and its sum in float64 (a partial write shows in the sum)."""
+    t = t.detach()
+    return [t[:8], t[-8:], t.to(torch.float64).sum().reshape(1)]
+
+
+def stream_order_hand():
+    n = 1 << 22
+    f32 = lambda salt: [make(torch.float32, (n,), r, salt) for r in range(WORLD)]  # noqa: E731
+    total = hand_reduce("SUM", f32(0))
+    y = hand_reduce("AVG", [make(torch.bfloat16, (n,), r, 2) for r in range(WORLD)])
+    return [summary(t) for t in (make(torch.float32, (n,), RANK) * 2, total, total + 1, torch.cat(f32(1)),
+                                 f32(1)[RANK] * 10, y.float(), y)]
+
+
+check("stream_order", "reduce", lambda: stream_order(NEURON, dist.group.WORLD), stream_order_hand)
+
+
+def host_bytes_read(device, group):
+    """The bytes copied to the host by collectives on whole device tensors of 1 MB (none where the
+    device buffer is host memory), and their results."""
+    import torch_neuronx
+
+    n = 1 << 18
+    a = dev(make(torch.float32, (n,), RANK), device)
+    b = dev(make(torch.float32, (n,), RANK, 1), device)
+    src = dev(make(torch.float32, (n,), RANK, 2), device)
+    gathered = torch.empty(WORLD * n, device=device)
+    scattered = torch.empty(n // WORLD, device=device)
+    for t in (a, b, src, gathered, scattered):
+        t.cpu()  # computed before counting
+    start = torch_neuronx.metrics.host_reads()["bytes"]
+    dist.all_reduce(a, group=group)
+    dist.broadcast(b, src=1, group=group)
+    dist.all_gather_into_tensor(gathered, src, group=group)
+    dist.reduce_scatter_tensor(scattered, src, group=group)
+    read = torch_neuronx.metrics.host_reads()["bytes"] - start
+    report(f"host_bytes_read/{RANK}", read)
+    return [a[:8], b[:8], gathered[n - 4:n + 4], scattered[:8]]
+
+
+def no_copies_hand():
+    n = 1 << 18
+    every = lambda salt: [make(torch.float32, (n,), r, salt) for r in range(WORLD)]  # noqa: E731
+    scattered = hand_reduce("SUM", every(2))[RANK * (n // WORLD):(RANK + 1) * (n // WORLD)]
+    return [hand_reduce("SUM", every(0))[:8], make(torch.float32, (n,), 1, 1)[:8], torch.cat(every(2))[n - 4:n + 4],
+            scattered[:8]]
+
+
+check("no_copies", "reduce", lambda: host_bytes_read(NEURON, dist.group.WORLD), no_copies_hand)
+
+
+section("stream_order")
+
+
 # -- subgroups -------------------------------------------------------------------------------------
 PAIR = dist.new_group([0, 1])
 PAIR_GLOO = dist.new_group([0, 1], backend="gloo")

@@ -13,7 +13,7 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from ..runtime import config, costs
+from ..runtime import config, costs, storage
 from .staging import Staged, Unpacked, gloo_op, op_name
 from .work import PROBE_SECONDS, CompletedWork, NeuronWork, failure_error, lost_ranks
 
@@ -120,7 +120,11 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             for s in staged:
                 s.finish()
             return CompletedWork(outputs)
-        return NeuronWork(self, collective, seq, works, staged, outputs)
+        work = NeuronWork(self, collective, seq, works, staged, outputs)
+        for s in staged:  # device buffers Gloo writes in place: their storages wait for it
+            for key in s.holds():
+                storage.hold(key, work.wait)
+        return work
 
     def _agree_start(self, collective: str, signature: str):
         """Start gathering every rank's signature: (the work, this rank's, everyone's)."""
@@ -150,8 +154,9 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         lost = lost_ranks(self._store, self.rank(), self.size(), seq, self._probe_seconds)
         return failure_error(self._describe(), collective, seq, cause, lost, self._global_rank, self._probe_seconds)
 
-    def _stage(self, tensors, *, read: bool, write: bool, reduce=None) -> list[Staged]:
-        return [Staged(t, read=read, write=write, reduce=reduce, group_size=self.size()) for t in tensors]
+    def _stage(self, tensors, *, read: bool, write: bool, reduce=None, scratch: bool = False) -> list[Staged]:
+        return [Staged(t, read=read, write=write, reduce=reduce, group_size=self.size(), scratch=scratch)
+                for t in tensors]
 
     @staticmethod
     def _gloo_opts(kind, **fields):
@@ -177,7 +182,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def reduce(self, tensors, opts):
         op, root = opts.reduceOp, opts.rootRank
-        staged = self._stage(tensors, read=True, write=self.rank() == root, reduce=op)
+        # Gloo's reduce leaves partial sums in a non-root rank's buffer: it gets a copy
+        staged = self._stage(tensors, read=True, write=self.rank() == root, reduce=op, scratch=self.rank() != root)
         gop = gloo_op(op, tensors[0].dtype, "reduce")
 
         def launch():

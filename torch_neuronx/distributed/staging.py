@@ -1,16 +1,22 @@
 """Host buffers for collectives: what Gloo reads and writes in place of a tensor, and the write-back.
 
-A neuron tensor's values come to the host once (the copy Gloo needs: it works on host memory) and the
-result goes back once, handed to the device without a second copy. A CPU tensor Gloo can take as it
-is goes to Gloo directly. Dtypes Gloo does not carry travel as a same-width dtype it does (moves) or
-in a wider one that gives the same bits (reductions).
+On the CPU platform a neuron tensor's device buffer is host memory, and Gloo works on it directly
+(`eager.buffers.host_alias`): no copy in, none back. Gloo reads an input's buffer as it is (a later
+write of the tensor makes a new buffer, so the collective never sees it) and writes an output's in
+place, the storage held until the work is done (`storage.hold`: later reads and writes of it wait).
+Where that cannot be (another platform, a view that is not contiguous, a buffer another storage
+shares, a dtype Gloo does not carry), the values come to the host once and the result goes back once,
+handed to the device without a second copy. A CPU tensor Gloo can take as it is goes to Gloo
+directly. Dtypes Gloo does not carry travel as a same-width dtype it does (moves) or in a wider one
+that gives the same bits (reductions).
 """
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
 
-from ..eager.buffers import take_from_host, to_host
+from ..eager.buffers import host_alias, take_from_host, to_host
+from ..runtime import storage
 from ..runtime.transfer import host_empty
 
 # what every collective of ProcessGroupGloo carries (measured on torch 2.13's Gloo); complex
@@ -65,29 +71,45 @@ class Staged:
     """One tensor of a collective and its host stand-in (`host`, what Gloo gets, once `load()`ed).
 
     `read`: Gloo reads the tensor's values; `write`: Gloo's result is written back by `finish()`.
-    `reduce`: the reduction applied to it, if any (decides how an odd dtype travels)."""
+    `reduce`: the reduction applied to it, if any (decides how an odd dtype travels). `scratch`: Gloo
+    writes the host buffer though the result is not kept (a non-root rank of Gloo's reduce): it never
+    aliases the tensor. `held`: the storage key Gloo writes in place, held until `finish()`."""
 
-    def __init__(self, tensor: torch.Tensor, *, read: bool, write: bool, reduce=None, group_size: int = 1):
+    def __init__(self, tensor: torch.Tensor, *, read: bool, write: bool, reduce=None, group_size: int = 1,
+                 scratch: bool = False):
         self.tensor = tensor
         self.write = write
         self.average = reduce is not None and op_type(reduce) == dist.ReduceOp.AVG
         self.group_size = group_size
         self._reduce = reduce
+        self._scratch = scratch
         direct = (tensor.device.type == "cpu" and tensor.dtype in GLOO_DTYPES and tensor.is_contiguous()
                   and not self.average)
         self._read = read and not direct
         self.staged = self.host = self._restore = None
+        self.aliased = False
+        self.held = 0
         if direct:
             self.host = tensor
-        elif not read:
-            self._stage(host_empty(tensor.shape, tensor.dtype))
 
     def load(self) -> None:
-        """Copy the tensor's values to the host if Gloo reads them (the process group overlaps this
-        with the signature check's round trip)."""
-        if self._read and self.staged is None:
-            t = self.tensor
+        """Give Gloo the device buffer itself where it can take it; else copy the tensor's values to
+        the host if Gloo reads them (the process group overlaps this with the signature check's round
+        trip), or make the host buffer it writes."""
+        if self.host is not None:
+            return
+        t = self.tensor
+        if t.device.type == "neuron" and t.dtype in GLOO_DTYPES and not self._scratch:
+            alias = host_alias(t, write=self.write)
+            if alias is not None:
+                self.host, self.aliased = alias, True
+                if self.write:
+                    self.held = storage.storage_key(t)
+                return
+        if self._read:
             self._stage(to_host(t) if t.device.type != "cpu" else t.contiguous().clone())
+        else:
+            self._stage(host_empty(t.shape, t.dtype))
 
     def _stage(self, host: torch.Tensor) -> None:
         self.staged = host
@@ -95,6 +117,11 @@ class Staged:
 
     def finish(self) -> None:
         """Bring Gloo's result into the tensor (once the work is done)."""
+        if self.aliased:
+            if self.average:  # Gloo summed into the buffer: the mean goes there too
+                self.host.copy_(_average(self.host, self.group_size, self.tensor.dtype))
+            self.host = None  # the buffer's external reference: jax may donate it again
+            return
         if not self.write:
             return
         result = self._restore(self.host) if self._restore is not None else self.host
@@ -109,6 +136,19 @@ class Staged:
         else:
             self.tensor.copy_(result)
 
+    def holds(self) -> list[int]:
+        """The storage keys Gloo writes in place (held until `finish()`)."""
+        return [self.held] if self.held else []
+
+    def lost(self, error: BaseException) -> None:
+        """The work failed: a buffer Gloo was writing in place holds no result (any later use raises)."""
+        if self.aliased and self.held:
+            buf = storage.buffer(self.held)
+            if buf is not None and not isinstance(buf, storage.Pending):
+                storage.set_buffer(self.held, storage.Lost(buf.aval, f"{type(error).__name__}: {error}",
+                                                           "the collective writing them"))
+        self.host = None
+
 
 class Unpacked:
     """Staged outputs that Gloo fills as one flat host buffer (`flat`), each its run of elements in
@@ -116,16 +156,25 @@ class Unpacked:
 
     def __init__(self, outputs: list[Staged]):
         self.outputs = outputs
-        dtype = outputs[0].host.dtype if outputs else torch.uint8
-        self.flat = torch.empty(sum(s.host.numel() for s in outputs), dtype=dtype)
+        self.flat = None
 
     def load(self) -> None:
-        """Nothing to read: the outputs are written only."""
+        for s in self.outputs:
+            s.load()
+        dtype = self.outputs[0].host.dtype if self.outputs else torch.uint8
+        self.flat = torch.empty(sum(s.host.numel() for s in self.outputs), dtype=dtype)
 
     def finish(self) -> None:
         for s, run in zip(self.outputs, self.flat.split([s.host.numel() for s in self.outputs])):
             s.host.view(-1).copy_(run)
             s.finish()
+
+    def lost(self, error: BaseException) -> None:
+        for s in self.outputs:
+            s.lost(error)
+
+    def holds(self) -> list[int]:
+        return [k for s in self.outputs for k in s.holds()]
 
 
 def _for_gloo(host: torch.Tensor, reduce):

@@ -14,6 +14,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Work
 
+from ..runtime import storage
+
 # how long survivors of a failed collective wait for each other before calling a rank lost (at most;
 # a group with a short timeout waits a quarter of it)
 PROBE_SECONDS = 5.0
@@ -26,6 +28,7 @@ class NeuronWork(Work):
         self._collective = collective
         self._seq = seq
         self._works = works
+        self._source = None  # a finished recv's source rank
         self._staged = staged
         self._outputs = outputs
         self._lock = threading.Lock()
@@ -38,33 +41,59 @@ class NeuronWork(Work):
                 return
             for s in self._staged:
                 s.finish()
-            self._finished = True
+                for key in s.holds():
+                    storage.release(key)
+            self._done()
+
+    def _fail(self, error: BaseException) -> None:
+        """The buffers Gloo was writing in place hold no result: their storages raise when used."""
+        with self._lock:
+            if self._finished:
+                return
+            for s in self._staged:
+                s.lost(error)
+                for key in s.holds():
+                    storage.release(key)
+            self._done()
+
+    def _done(self) -> None:
+        # Gloo's works hold the host tensors, some of them device buffers' own memory (a reference
+        # that keeps jax from donating those buffers to later launches): let go of them
+        if self._collective == "recv" and self._error is None and self._works:
+            self._source = self._works[0].source_rank()
+        self._works, self._staged = [], []
+        self._finished = True
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
         if self._error is not None:
             raise self._error
         try:
-            for w in self._works:
+            for w in list(self._works):
                 if timeout is None or timeout == datetime.timedelta(0):
                     w.wait()
                 else:
                     w.wait(timeout)
         except Exception as e:
             self._error = self._group._failure(self._collective, self._seq, e)
+            self._fail(self._error)
             raise self._error from e
         self._finish()
         return True
 
     def is_completed(self) -> bool:
-        return all(w.is_completed() for w in self._works)
+        return self._finished or all(w.is_completed() for w in list(self._works))
 
     def is_success(self) -> bool:
-        return self.is_completed() and self._error is None and all(w.is_success() for w in self._works)
+        if self._finished:
+            return self._error is None
+        return self.is_completed() and self._error is None and all(w.is_success() for w in list(self._works))
 
     def exception(self):
         return self._error
 
     def source_rank(self) -> int:
+        if self._finished:
+            return self._source
         return self._works[0].source_rank()
 
     # dist.recv(src=None) asks `_source_rank`, whose binding calls C++ Work's (which raises), not ours
@@ -78,11 +107,25 @@ class NeuronWork(Work):
 
     def get_future(self) -> torch.futures.Future:
         """Completes with the output tensors once their values are written."""
-        futures = [w.get_future() for w in self._works]
+        works = list(self._works)
+        if not works:  # finished already
+            fut = torch.futures.Future()
+            if self._error is not None:
+                fut.set_exception(self._error)
+            else:
+                fut.set_result(self._outputs)
+            return fut
+        futures = [w.get_future() for w in works]
         done = futures[0] if len(futures) == 1 else torch.futures.collect_all(futures)
 
         def written(fut):
-            fut.value()  # raises Gloo's error, if any
+            try:
+                fut.value()  # raises Gloo's error, if any
+            except Exception as e:
+                if self._error is None:
+                    self._error = e
+                self._fail(e)
+                raise
             self._finish()
             return self._outputs
 

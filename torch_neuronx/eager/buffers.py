@@ -23,6 +23,8 @@ def device_flat(t: torch.Tensor):
     storage.sync("device read")
     key = storage.whole_storage_key(t)
     if key:
+        if storage.held:
+            storage.settle((key,))
         buf = storage.buffer(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
             return buf
@@ -68,6 +70,8 @@ def _host_values(t: torch.Tensor):
     the CPU platform) when they can be read without a launch; else None. Waits for the buffer."""
     storage.sync("host read")
     key, nbytes, sizes, strides, offset = storage.tensor_layout(t)
+    if storage.held:
+        storage.settle((key,))
     buf = storage.buffer(key)
     if buf is None:  # never written: zeros, made on the device (device_flat)
         return None
@@ -86,6 +90,42 @@ def _host_values(t: torch.Tensor):
                       strides=tuple(s * esize for s in strides))
 
 
+def host_alias(t: torch.Tensor, *, write: bool) -> torch.Tensor | None:
+    """A CPU tensor over `t`'s own memory in its device buffer (the CPU platform), for a host library
+    that reads it (`write=False`) or writes it in place: no copy either way. None where there is none:
+    another platform, a tensor that is not contiguous or has lazy bits, a storage nothing has written
+    (zeros) or whose buffer is shorter than `t`, a dtype DLPack does not carry, and for a write a buffer
+    that is not the storage's alone (another storage or a host view shares it).
+
+    Waits for the buffer to be computed; for a write also for every launch on the current stream (any
+    may read the buffer), as a collective waits for the stream it is called on. A writer holds the
+    storage (`storage.hold`) until it is done, so that later ops wait for it."""
+    if t.numel() == 0 or not t.is_contiguous() or t.is_conj() or t.is_neg() or not transfer.host_views_device():
+        return None
+    storage.sync("host alias")
+    key, nbytes, sizes, strides, offset = storage.tensor_layout(t)
+    if storage.held:
+        storage.settle((key,))
+    if write:
+        if not storage.exclusive(key):
+            return None
+        streams.synchronize_stream(t.device.index, streams.current_stream(t.device.index))
+    buf = storage.buffer(key)
+    if buf is None or isinstance(buf, storage.Pending):
+        return None
+    esize = t.element_size()
+    start, end = offset * esize, (offset + t.numel()) * esize
+    if end > buf.shape[0] * buf.dtype.itemsize:
+        return None
+    try:
+        whole = transfer.host_alias(buf)
+    except (BufferError, TypeError, RuntimeError):  # a dtype DLPack has no code for
+        return None
+    if whole.dtype == t.dtype and start == 0 and whole.numel() == t.numel():
+        return whole.view(t.shape)
+    return whole.view(torch.uint8)[start:end].view(t.dtype).view(t.shape)
+
+
 _NO_NUMPY_ITEM = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 
 
@@ -96,6 +136,8 @@ def copy_into(dst: torch.Tensor, arr) -> None:
     storage.apply_events()
     key = storage.whole_storage_key(dst)
     if key:
+        if storage.held:  # the host still writes the old buffer: this write comes after
+            storage.settle((key,))
         storage.set_buffer(key, arr)
         streams.launched(dst.device.index, arr)  # a transfer is work on the current stream too
         return

@@ -113,6 +113,7 @@ class TensorLayout(NamedTuple):
 
 
 _new_tuple = tuple.__new__
+_held = storage.held
 
 
 class StorageInputs:
@@ -145,6 +146,8 @@ class StorageInputs:
         """Each slot's buffer now (None: nothing written yet, reads as zeros), and what each holds as a
         key part: its buffer's length and dtype, or None. (Every eager call's: one plain loop, which
         costs half what two comprehensions do.)"""
+        if _held:  # a storage the host writes in place (a collective): wait for it
+            storage.settle(self.keys)
         get = storage.buffer  # key 0 (an empty storage) is never in the table
         buffers, state = [], []
         for k in self.keys:

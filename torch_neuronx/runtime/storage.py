@@ -9,6 +9,10 @@ and moves; `apply_events()` applies them, in order, before each op.
 This module owns the buffer table: the layers above read it with `buffer`/`buffers_of` and change it
 only through `set_buffer`, `set_buffers` and `replace`.
 
+A storage whose buffer memory the host is writing in place (a collective on the CPU platform, where
+Gloo works on the device buffer itself) is held (`hold`) until that write is done: whoever reads or
+writes a buffer first settles the keys it uses (`settle`), which waits for their holds.
+
 Eager fusion (`eager.fusion`) queues ops instead of launching them: a storage an unlaunched op writes
 holds a `Pending` buffer (its length and dtype, what keys need) until the queue runs. Whoever reads or
 writes buffers outside an eager op calls `sync()` first, which runs the queue (through the hook fusion
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import threading
 
 import torch
@@ -86,19 +91,56 @@ class Pending:
 
 
 class Lost(Pending):
-    """The buffer of a storage whose queued op never ran (its fused run failed): any use raises."""
+    """The buffer of a storage whose values were never computed (its fused run failed, the collective
+    writing it failed): any use raises."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "cause")
 
-    def __init__(self, aval, error):
+    def __init__(self, aval, error, cause: str = "the fused run computing them"):
         super().__init__(aval)
         self.error = error
+        self.cause = cause
 
     def describe(self) -> str:
-        return f"neuron: this tensor's values were lost: the fused run computing them failed: {self.error}"
+        return f"neuron: this tensor's values were lost: {self.cause} failed: {self.error}"
 
     def __getattr__(self, name):
         raise RuntimeError(self.describe())
+
+
+# key -> what completes the host's in-place write of its buffer (a collective's wait): see `hold`
+held: dict[int, object] = {}
+
+
+def hold(key: int, complete) -> None:
+    """Storage `key`'s buffer memory is being written by the host (not by an executable) until
+    `complete()` has run: reads and writes of it wait for that (`settle`). `complete` releases it."""
+    held[key] = complete
+
+
+def release(key: int) -> None:
+    held.pop(key, None)
+
+
+def settle(keys) -> None:
+    """Wait for the host writes holding any of `keys` (the hot path checks `held` first: empty)."""
+    for k in keys:
+        complete = held.get(k)
+        if complete is not None:
+            complete()
+            held.pop(k, None)
+
+
+def settle_all() -> None:
+    settle(list(held))
+
+
+def exclusive(key: int) -> bool:
+    """Whether storage `key`'s buffer is referenced by the table alone (no other storage shares the
+    array, no queued run or host view holds it): the host may then write its memory in place."""
+    buf = _buffers.get(key)
+    # the table's reference, `buf`, and getrefcount's argument
+    return buf is not None and not isinstance(buf, Pending) and sys.getrefcount(buf) <= 3
 
 
 # eager fusion's flush(reason), registered once (`register_flush`); called by `sync` while ops are queued
@@ -182,6 +224,8 @@ def apply_events() -> None:
                     if _buffers.pop(key, None) is not None:
                         _freed_since_release += nbytes
                 elif kind == _C.EVENT_MOVE:
+                    if key in held:
+                        settle((key,))
                     buf = _buffers.get(key)
                     if type(buf) is Pending:  # a resized storage a queued op writes: run the queue
                         _flush("resize")
@@ -227,6 +271,7 @@ def synchronize(device: int | None = None) -> None:
 
     devices.check_not_forked()
     sync("synchronize")
+    settle_all()
     for buf in every_buffer():
         if isinstance(buf, Pending):  # Lost: its run failed and raised; nothing to wait for
             continue

@@ -202,6 +202,17 @@ def host_view(arr) -> np.ndarray:
         return m.done(np.asarray(arr))
 
 
+def host_alias(arr) -> torch.Tensor:
+    """A CPU tensor over the device buffer's own memory (the CPU platform only), for
+    a host library that reads or writes it in place (Gloo); waits for the buffer to be computed. Through
+    DLPack: the tensor holds a reference that keeps the buffer alive, and while it lives jax donates no
+    launch the buffer (it copies it instead), so the memory stays the tensor's. Writing it is the
+    caller's to order (`storage.hold`)."""
+    check_not_forked()
+    arr.block_until_ready()
+    return torch.from_dlpack(arr)
+
+
 _VIEWS_DEVICE: list = []
 
 
