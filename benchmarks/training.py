@@ -207,7 +207,8 @@ def main():
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(json.loads(args.child))), flush=True)
+        sys.stdout.flush()  # one write of the whole line: two ranks share the pipe
+        os.write(1, (json.dumps(child(json.loads(args.child))) + "\n").encode())
         return
     dtype = {"f32": "float32", "bf16": "bfloat16"}[args.dtype or ("f32" if args.train == "full" else "bf16")]
     spec = {"width": args.width, "blocks": list(args.blocks), "resolution": args.resolution,
