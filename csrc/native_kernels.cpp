@@ -78,8 +78,9 @@ std::mutex g_kernel_lock;
 
 // Calls and seconds per kernel (metrics.native_kernel_stats): what proves a product took torch's kernel,
 // and how much of a program's time it was.
-enum Kernel { kMatmul, kAddMatmul, kAttention, kConvolution, kKernels };
-constexpr const char* kKernelNames[kKernels] = {"matmul", "addmatmul", "attention", "convolution"};
+enum Kernel { kMatmul, kAddMatmul, kAttention, kAttentionBackward, kConvolution, kKernels };
+constexpr const char* kKernelNames[kKernels] = {"matmul", "addmatmul", "attention", "attention_backward",
+                                               "convolution"};
 std::atomic<uint64_t> g_calls[kKernels];
 std::atomic<uint64_t> g_nanoseconds[kKernels];
 
@@ -176,6 +177,49 @@ ffi::Error attention(
     auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(tq, tk, tv, 0.0, is_causal, bias, sc);
     tensor(*out).copy_(o.transpose(1, 2));
     tensor(*lse).copy_(l);
+  });
+}
+
+// The gradients of attention (`attention`'s inputs, its output `out` (B, H, L, Ev) and float32 logsumexp `lse`
+// (B, H, L), the output's gradient `grad_out`) by torch's CPU flash attention backward, which the CPU runs for
+// the same attention. `grad_q`, `grad_k`, `grad_v` are laid out (B, L, H, E) like `attention`'s output (the
+// caller transposes them back for free): torch's kernel makes its gradients with its inputs' strides, and
+// inputs that are head-transposed (B, L, H, E) tensors, as a model's usually are, then copy straight across.
+ffi::Error attention_backward(
+    ffi::AnyBuffer grad_out,
+    ffi::AnyBuffer q,
+    ffi::AnyBuffer k,
+    ffi::AnyBuffer v,
+    ffi::AnyBuffer out,
+    ffi::AnyBuffer lse,
+    ffi::AnyBuffer mask,
+    ffi::Result<ffi::AnyBuffer> grad_q,
+    ffi::Result<ffi::AnyBuffer> grad_k,
+    ffi::Result<ffi::AnyBuffer> grad_v,
+    ffi::Span<const int64_t> grad_out_perm,
+    ffi::Span<const int64_t> q_perm,
+    ffi::Span<const int64_t> k_perm,
+    ffi::Span<const int64_t> v_perm,
+    ffi::Span<const int64_t> out_perm,
+    bool is_causal,
+    bool has_scale,
+    double scale,
+    bool has_mask) {
+  return run(kAttentionBackward, "neuron native attention backward", [&] {
+    std::optional<at::Tensor> bias;
+    if (has_mask) {
+      bias = tensor(mask);
+    }
+    std::optional<double> sc;
+    if (has_scale) {
+      sc = scale;
+    }
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        tensor(grad_out, grad_out_perm), tensor(q, q_perm), tensor(k, k_perm), tensor(v, v_perm),
+        tensor(out, out_perm), tensor(lse), 0.0, is_causal, bias, sc);
+    tensor(*grad_q).copy_(dq.transpose(1, 2));
+    tensor(*grad_k).copy_(dk.transpose(1, 2));
+    tensor(*grad_v).copy_(dv.transpose(1, 2));
   });
 }
 
@@ -301,6 +345,30 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Attr<bool>("has_mask"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    torch_neuronx_ffi_attention_backward,
+    attention_backward,
+    ffi::Ffi::Bind()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Arg<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Ret<ffi::AnyBuffer>()
+        .Attr<ffi::Span<const int64_t>>("grad_out_perm")
+        .Attr<ffi::Span<const int64_t>>("q_perm")
+        .Attr<ffi::Span<const int64_t>>("k_perm")
+        .Attr<ffi::Span<const int64_t>>("v_perm")
+        .Attr<ffi::Span<const int64_t>>("out_perm")
+        .Attr<bool>("is_causal")
+        .Attr<bool>("has_scale")
+        .Attr<double>("scale")
+        .Attr<bool>("has_mask"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_convolution,
     convolution,
     ffi::Ffi::Bind()
@@ -326,6 +394,7 @@ py::dict native_kernel_handlers() {
   add("torch_neuronx_matmul", torch_neuronx_ffi_matmul);
   add("torch_neuronx_addmatmul", torch_neuronx_ffi_addmatmul);
   add("torch_neuronx_attention", torch_neuronx_ffi_attention);
+  add("torch_neuronx_attention_backward", torch_neuronx_ffi_attention_backward);
   add("torch_neuronx_convolution", torch_neuronx_ffi_convolution);
   return out;
 }

@@ -37,6 +37,32 @@ def test_cat():
     assert run_lowering(aten.cat.default, [a, randint(1, 3, lo=-10, hi=10, dtype=torch.int64)]).dtype == torch.float32
 
 
+def test_cat_along_the_last_dim_in_runs():
+    """Along the last dim, inputs whose widths share a run of 16 or more are concatenated as rows of those
+    runs (XLA's CPU copies the minor dim element by element): the same values, every dtype."""
+    for dtype in (torch.float32, torch.bfloat16, torch.int32, torch.bool):
+        parts = [randn(3, 5, w).to(dtype) for w in (48, 16, 80)]
+        chk(aten.cat.default, parts, -1)
+        chk(aten.cat.default, parts, 2)
+    chk(aten.cat.default, [randn(4, 32), randn(4, 64).bfloat16()], 1)  # promoted, then in runs of 32
+    chk(aten.cat.default, [randn(64), randn(32)])  # 1-d: the last dim is dim 0
+    chk(aten.cat.default, [randn(2, 24), randn(2, 20)], 1)  # a common run of 4: as it is
+
+
+def test_slice_backward():
+    """slice_backward (a slice's gradient: zeros with the gradient where the slice took its values) as
+    padding: steps 1 and more, negative and out-of-range bounds, an empty slice, the last and other dims."""
+    g = randn(4, 6, 32)
+    chk(aten.slice_backward.default, g, [4, 6, 96], 2, 32, 64, 1)
+    chk(aten.slice_backward.default, g.bfloat16(), [4, 6, 96], 2, 0, 32, 1)
+    chk(aten.slice_backward.default, g, [4, 6, 96], -1, -32, 2 ** 62, 1)
+    chk(aten.slice_backward.default, g, [4, 6, 95], 2, 1, 95, 3)
+    chk(aten.slice_backward.default, g, [9, 6, 32], 0, 2, 6, 1)
+    chk(aten.slice_backward.default, randn(4, 3, 32), [4, 6, 32], 1, 0, 6, 2)
+    chk(aten.slice_backward.default, randn(4, 0, 32), [4, 6, 32], 1, 6, 6, 1)
+    chk(aten.slice_backward.default, randint(4, 6, 8, lo=-9, hi=9, dtype=torch.int64), [4, 6, 16], 2, 8, 16, 1)
+
+
 def test_stack():
     chk(aten.stack.default, [randn(2, 3), randn(2, 3), randn(2, 3)])
     chk(aten.stack.default, [randn(2, 3), randn(2, 3)], -1)

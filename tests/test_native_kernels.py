@@ -318,6 +318,32 @@ def test_masked_attention_compiled_and_grad():
         torch.testing.assert_close(got, want, **tol("attention_bf16", dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["plain", "causal", "float mask", "bool mask"])
+def test_attention_backward_matches_the_cpu(dtype, case):
+    """The gradients of 16-bit attention run torch's CPU flash backward inside the executable, as the CPU
+    does: equal to the CPU's bit for bit where the forward is torch's flash kernel too, within the kernel's
+    tolerance where it is the shim's own. Inputs are (B, L, H, E) projections permuted to (B, H, L, E), as
+    diffusers' attention makes them; a mask gets no gradient from this kernel (it has none)."""
+    causal = case == "causal"
+    q, k, v = (_randn(2, n, 3, 32, dtype=dtype).transpose(1, 2) for n in (40, 56, 56))
+    mask = _mask((40, 56), case == "bool mask", dtype) if case.endswith("mask") else None
+    before = _calls()["attention_backward"]
+    grads = []
+    for dev in ("neuron", "cpu"):
+        leaves = [t.detach().to(dev).requires_grad_() for t in (q, k, v)]
+        m = mask.to(dev) if mask is not None else None
+        out = F.scaled_dot_product_attention(*leaves, attn_mask=m, is_causal=causal)
+        out.float().square().sum().backward()
+        grads.append([t.grad.cpu() for t in leaves])
+    assert _calls()["attention_backward"] == before + 1
+    for got, want in zip(*grads):
+        if _own_attention(dtype, causal):
+            torch.testing.assert_close(got, want, **tol("attention_bf16", dtype))
+        else:
+            _same(got, want, case)
+
+
 @pytest.mark.native_products
 def test_compiled_graph_equals_the_cpu():
     dtype = torch.bfloat16

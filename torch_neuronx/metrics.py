@@ -317,7 +317,7 @@ def executables_by_kind() -> dict:
 
 def native_kernel_stats() -> dict[str, dict]:
     """torch's CPU kernels called from inside executables in this process (runtime/native_kernels.py):
-    per kernel (`matmul`, `addmatmul`, `attention`, `convolution`) its calls and the seconds spent in it,
+    per kernel (`matmul`, `addmatmul`, `attention`, `attention_backward`, `convolution`) its calls and the seconds spent in it,
     counted by the kernels themselves and never cleared."""
     from . import _C
 

@@ -189,6 +189,13 @@ def _scaled_dot_product_fused_attention_overrideable_backward(
     max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale,
 ):
     _check_dropout(dropout_p)
+    # torch's CPU flash backward, as the forward's kernel (it has no gradient for the mask)
+    if (_native_flash(query, key, value, attn_bias) and native.usable(native.ATTENTION, query, grad_out, out)
+            and not (grad_input_mask[3] and attn_bias is not None and attn_bias.dtype != np.bool_)):
+        dq, dk, dv = native.attention_backward(grad_out, query, key, value, out, logsumexp, attn_bias, is_causal,
+                                               scale)
+        return (dq if grad_input_mask[0] else None, dk if grad_input_mask[1] else None,
+                dv if grad_input_mask[2] else None, None)
     q, k, v, dims = _grouped(query, key, value)
     B, Hq, L, S, squeeze = dims
     Hk, G, E = q.shape[1], q.shape[2], q.shape[-1]

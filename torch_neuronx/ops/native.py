@@ -1,8 +1,8 @@
 """torch's CPU kernels as operations of a jax program: the custom calls of `runtime/native_kernels.py`.
 
-`matmul`, `addmatmul`, `attention` and `convolution` are jax primitives whose CPU lowering is a custom
-call into the ATen op they stand for (`mm`/`bmm`, `addmm`/`baddbmm`,
-`_scaled_dot_product_flash_attention_for_cpu`, `convolution`), run on XLA's buffers. The linalg,
+`matmul`, `addmatmul`, `attention`, `attention_backward` and `convolution` are jax primitives whose CPU
+lowering is a custom call into the ATen op they stand for (`mm`/`bmm`, `addmm`/`baddbmm`,
+`_scaled_dot_product_flash_attention_for_cpu` and its backward, `convolution`), run on XLA's buffers. The linalg,
 attention and conv lowerings use them for float16/bfloat16 on the CPU platform (`usable`); everywhere
 else they keep their jax forms.
 
@@ -68,21 +68,34 @@ def attention(query, key, value, mask, is_causal: bool, scale):
     """torch's CPU flash attention of 4-d (B, H, L, E) q, k, v, `mask` None or broadcastable to (B, H, L, S)
     (boolean: True attends; else added to the scaled scores): the output (B, H, L, Ev) in the inputs' dtype
     and the logsumexp (B, H, L) in float32. A fully masked row's output is zeros."""
-    has_mask = mask is not None
-    if not has_mask:
-        mask = jnp.zeros((0,), _F32)
-    else:
-        if mask.dtype == np.bool_:
-            mask = jnp.where(mask, jnp.zeros((), _F32), jnp.full((), -jnp.inf, _F32))
-        mask = mask.astype(_F32)
-        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
-        # keys contiguous in each row: the kernel reads a row of biases per query row
-        mask = jnp.broadcast_to(mask, mask.shape[:3] + (key.shape[2],))
     out, lse = _primitives().attention.bind(
-        query, key, value, mask, is_causal=bool(is_causal), has_scale=scale is not None,
-        scale=0.0 if scale is None else float(scale), has_mask=has_mask,
+        query, key, value, _flash_mask(mask, key), is_causal=bool(is_causal), has_scale=scale is not None,
+        scale=0.0 if scale is None else float(scale), has_mask=mask is not None,
     )
     return jnp.transpose(out, (0, 2, 1, 3)), lse  # the kernel writes (B, L, H, Ev): a free transpose back
+
+
+def attention_backward(grad_out, query, key, value, out, lse, mask, is_causal: bool, scale):
+    """The gradients (dq, dk, dv) of `attention(query, key, value, mask, is_causal, scale)` given its output
+    `out`, logsumexp `lse` and the output's gradient, by torch's CPU flash attention backward; each in the
+    inputs' dtype and shape."""
+    grads = _primitives().attention_backward.bind(
+        grad_out, query, key, value, out, lse, _flash_mask(mask, key), is_causal=bool(is_causal),
+        has_scale=scale is not None, scale=0.0 if scale is None else float(scale), has_mask=mask is not None,
+    )
+    return tuple(jnp.transpose(g, (0, 2, 1, 3)) for g in grads)  # written (B, L, H, E)
+
+
+def _flash_mask(mask, key):
+    """What the flash kernels take for `mask`: an additive float32 mask of 4 dims, keys contiguous in each
+    row (the kernel reads a row of biases per query row); an empty placeholder for none."""
+    if mask is None:
+        return jnp.zeros((0,), _F32)
+    if mask.dtype == np.bool_:
+        mask = jnp.where(mask, jnp.zeros((), _F32), jnp.full((), -jnp.inf, _F32))
+    mask = mask.astype(_F32)
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+    return jnp.broadcast_to(mask, mask.shape[:3] + (key.shape[2],))
 
 
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -196,6 +209,14 @@ class _Primitives:
         self.attention = make(
             "neuron_native_attention", "torch_neuronx_attention", ((0, "q"), (1, "k"), (2, "v")),
             attention_shapes, multiple=True,
+        )
+
+        def attention_backward_shapes(grad_out, q, k, v, out, lse, mask, *, is_causal, has_scale, scale, has_mask):
+            return [ShapedArray((t.shape[0], t.shape[2], t.shape[1], t.shape[3]), q.dtype) for t in (q, k, v)]
+
+        self.attention_backward = make(
+            "neuron_native_attention_backward", "torch_neuronx_attention_backward",
+            ((0, "grad_out"), (1, "q"), (2, "k"), (3, "v"), (4, "out")), attention_backward_shapes, multiple=True,
         )
 
 

@@ -26,7 +26,51 @@ def cat(tensors, dim):
     kept = [t.astype(dtype) for t in kept]
     if len(kept) == 1:
         return kept[0]
-    return jnp.concatenate(kept, axis=dim % ndim)
+    return concatenate(kept, dim % ndim)
+
+
+# XLA's CPU concatenation along the minor dimension copies element by element: 84 ms for a 1088 x 27648
+# bf16 result, where the same copy as rows of a middle dimension takes 18 (torch: 17).
+_MINOR_RUN = 16
+
+
+def concatenate(parts, axis: int):
+    """jnp.concatenate of `parts` along `axis`; along the last one as runs of their common length (when
+    it is at least _MINOR_RUN elements) concatenated along a middle dimension, the same values."""
+    last = parts[0].ndim - 1
+    run = int(np.gcd.reduce([p.shape[-1] for p in parts])) if axis == last and last >= 0 else 0
+    if run < _MINOR_RUN:
+        return jnp.concatenate(parts, axis=axis)
+    lead = parts[0].shape[:-1]
+    rows = [p.reshape(lead + (p.shape[-1] // run, run)) for p in parts]
+    out = jnp.concatenate(rows, axis=last)
+    return out.reshape(lead + (out.shape[-2] * run,))
+
+
+# slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor
+@lower(aten.slice_backward.default)
+def slice_backward(grad_output, input_sizes, dim, start, end, step):
+    """Zeros of `input_sizes` with `grad_output` where the slice took its values: padding (a concatenation
+    with zeros for a step of 1), not a scatter."""
+    sizes = tuple(int(n) for n in input_sizes)
+    dim = wrap_dim(dim, len(sizes))
+    size, n, step = sizes[dim], grad_output.shape[dim], int(step)
+    if n == 0:
+        return jnp.zeros(sizes, grad_output.dtype)
+    start = int(start)
+    start = min(max(start + size if start < 0 else start, 0), size)
+    after = size - start - (n - 1) * step - 1
+    if step == 1:
+        parts = []
+        for width in (start, None, after):
+            if width is None:
+                parts.append(grad_output)
+            elif width:
+                parts.append(jnp.zeros(sizes[:dim] + (width,) + sizes[dim + 1:], grad_output.dtype))
+        return concatenate(parts, dim) if len(parts) > 1 else grad_output
+    config = [(0, 0, 0)] * len(sizes)
+    config[dim] = (start, after, step - 1)
+    return lax.pad(grad_output, jnp.zeros((), grad_output.dtype), config)
 
 
 # constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
