@@ -23,7 +23,9 @@ sets OMP_NUM_THREADS=1 per process for both, as it does for every user.
 
 Columns: steady (median seconds of one step over --steps, after two warm steps), vs eager / vs Inductor (that over
 the torch CPU side's of the same ranks), first (the first step: empty executable / Inductor cache), loss diff
-(the last step's loss against torch eager's, relative). Run it alone; the load average is printed with the table.
+(the last step's loss against torch eager's, relative), Trn2 est s (a neuron side's step as estimated on one Trn2
+core: `torch_neuronx.metrics.estimate_summary()`, a roofline lower bound, docs/targets.md) and coll share (the
+collectives' part of that estimate). Run it alone; the load average is printed with the table.
 """
 from __future__ import annotations
 
@@ -111,6 +113,14 @@ def make_step(model, spec, device):
     return step
 
 
+def _estimate():
+    """(seconds, of which collectives) of everything launched so far, as estimated on one Trn2 core."""
+    from torch_neuronx import metrics
+
+    summary = metrics.estimate_summary()
+    return summary["seconds"], summary["collectives_s"]
+
+
 def _wait(device):
     import torch
 
@@ -158,6 +168,7 @@ def child(spec):
     for _ in range(2):  # the second step is the first with AdamW's state: new programs; the third is steady
         float(step())  # each step reads its loss, as the timed ones do (where the host waits shapes eager's runs)
     times, losses = [], []
+    estimate = _estimate() if device == "neuron" else None
     for _ in range(spec["steps"]):
         start = time.perf_counter()
         loss = step()
@@ -165,6 +176,10 @@ def child(spec):
         times.append(time.perf_counter() - start)
     res = {"side": side, "first_s": first, "steady_s": statistics.median(times), "best_s": min(times),
            "loss": losses[-1], "rank": rank}
+    if estimate is not None:  # one step on the target, the collectives' share of it
+        after = _estimate()
+        res["est_s"] = (after[0] - estimate[0]) / spec["steps"]
+        res["est_collectives_s"] = (after[1] - estimate[1]) / spec["steps"]
     if distributed:
         dist.destroy_process_group()
     return res
@@ -222,7 +237,8 @@ def main():
         rows[side] = run_side(spec, side)
         print(f"  {side}: {rows[side]['steady_s']:.3f} s/step", file=sys.stderr, flush=True)
     base = {1: rows.get("torch eager"), 2: None}
-    print(f"\n{'side':<18}{'ranks':>6}{'steady s':>10}{'vs eager':>10}{'vs Inductor':>12}{'first s':>10}{'loss diff':>11}")
+    print(f"\n{'side':<18}{'ranks':>6}{'steady s':>10}{'vs eager':>10}{'vs Inductor':>12}{'first s':>10}{'loss diff':>11}"
+          f"{'Trn2 est s':>12}{'coll share':>12}")
     for side, r in rows.items():
         ranks = 1 if side in ONE_RANK else 2
         ref = base[1] if ranks == 1 else rows.get("torch " + side.split()[-1])
@@ -230,7 +246,10 @@ def main():
         vs = f"{r['steady_s'] / ref['steady_s']:.2f}x" if ref else "-"
         vi = f"{r['steady_s'] / ind['steady_s']:.2f}x" if ind else "-"
         diff = abs(r["loss"] - ref["loss"]) / max(abs(ref["loss"]), 1e-30) if ref else float("nan")
-        print(f"{side:<18}{ranks:>6}{r['steady_s']:>10.3f}{vs:>10}{vi:>12}{r['first_s']:>10.1f}{diff:>11.1e}")
+        est = f"{r['est_s']:.4f}" if "est_s" in r else "-"
+        share = f"{r['est_collectives_s'] / r['est_s']:.0%}" if r.get("est_s") else "-"
+        print(f"{side:<18}{ranks:>6}{r['steady_s']:>10.3f}{vs:>10}{vi:>12}{r['first_s']:>10.1f}{diff:>11.1e}"
+              f"{est:>12}{share:>12}")
     print(f"\n(ratios: the side's seconds over torch's CPU side of the same ranks; below 1 is faster than torch) "
           f"load average at end {_load()}")
 

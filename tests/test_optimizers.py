@@ -342,6 +342,39 @@ def test_grad_scaler(form):
     assert_ran_on_device()
 
 
+def test_amp_step_reads_nothing_and_is_one_executable():
+    """A whole mixed-precision step with the fused AdamW (zero_grad(set_to_none=True), forward, scaled
+    backward, GradScaler's step and update) asks the host for nothing: it is queued, and runs as one
+    executable when its results are read; the parameters equal the CPU's step."""
+    def run(device, check=False):
+        torch.manual_seed(3)
+        model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(12)]).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8)
+        x = torch.randn(4, 16).to(device)
+        for step in range(3):
+            if check and step == 2:
+                torch.neuron.synchronize()
+                torch_neuronx.clear_op_tracking()
+                reads = torch_neuronx.metrics.host_reads()["reads"]
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device, dtype=torch.bfloat16):
+                loss = model(x).float().square().mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        if check:
+            assert torch_neuronx.metrics.host_reads()["reads"] == reads, "the step read from the host"
+            assert torch_neuronx.metrics.fusion_stats()["runs"] == 0, "the step ran before its results were read"
+        params = [p.detach().cpu() for p in model.parameters()]
+        if check:
+            assert torch_neuronx.metrics.fusion_stats()["runs"] == 1
+        return params
+
+    for got, want in zip(run("neuron", check=True), run("cpu")):
+        torch.testing.assert_close(got, want, rtol=2e-3, atol=1e-4)
+
+
 def test_amp_ops_match_cpu():
     """The two ops on their own: found_inf set (and kept) as the CPU sets it, gradients unscaled unless
     inv_scale is 1, the scale grown only to a finite value."""
