@@ -15,7 +15,8 @@ family, the fused optimizers, GradScaler's ops).
 Modules with no lowerings, shared by the families: _registry (the table, `lower`, `require`),
 dtypes (PyTorch's conversion and compute-dtype rules), promotion (type promotion), dims (dim
 arguments), windows (sliding-window arithmetic of conv and pooling), cephes (Cephes' series
-evaluators and coefficient tables), decompositions (what is decomposed rather than lowered).
+evaluators and coefficient tables), decompositions (what is decomposed rather than lowered),
+cpu_reductions (reductions lowered without unit dims on XLA's CPU backend).
 """
 import importlib
 
@@ -47,6 +48,7 @@ FAMILIES = (
 )
 
 from ..runtime.lazy_jax import deferring
+from . import cpu_reductions  # noqa: F401  (its lowering rules, registered when jax loads)
 
 with deferring():
     for _family in FAMILIES:

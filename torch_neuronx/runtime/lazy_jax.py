@@ -25,6 +25,17 @@ _CPU_SCHEDULER = "xla_cpu_enable_concurrency_optimized_scheduler"
 
 xla_compiles = 0  # every program XLA compiled in this process (`executables.xla_compiles`)
 
+# what the layers above register to run once jax is imported (lowering rules of their own)
+_on_load: list = []
+
+
+def on_load(callback) -> None:
+    """Run `callback(jax)` once jax is imported and configured (at once if it is already)."""
+    if _jax is not None:
+        callback(_jax)
+    else:
+        _on_load.append(callback)
+
 
 def _count_compiles(event, _seconds, **_kwargs):
     global xla_compiles
@@ -65,6 +76,8 @@ def load():
 
         native_kernels.register(jax)
         jax.monitoring.register_event_duration_secs_listener(_count_compiles)
+        for callback in _on_load:
+            callback(jax)
         _jax = jax
         return jax
 
