@@ -139,6 +139,28 @@ def test_a_result_that_died_before_the_run_is_never_computed():
         torch.testing.assert_close(z.cpu(), x.cpu() + 1)
 
 
+def test_a_run_donates_only_what_an_output_can_take():
+    """A storage a queued op writes and that died before the run has no output to give its buffer to:
+    it is not donated (jax would warn that a donated buffer went unused: FSDP2 and DDP runs did, at
+    every new run); one whose written values come out is, and the values are the CPU's."""
+    import warnings
+
+    x = torch.randn(333, device="neuron")
+    w = torch.randn(333, device="neuron")
+    torch.neuron.synchronize()
+    x_cpu = x.cpu()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x.mul_(2)
+        total = x.sum()
+        del x  # written, then dead: no output of the run
+        w.add_(1)  # written and alive
+        torch.testing.assert_close(total.cpu(), (x_cpu * 2).sum())
+        torch.neuron.synchronize()
+    assert not [c for c in caught if "donated buffers" in str(c.message)], [str(c.message) for c in caught]
+    assert w.cpu().shape == (333,)
+
+
 def test_a_run_is_cached_by_its_signature():
     x = torch.randn(4, 7, device="neuron")
     for _ in range(2):  # the first compiles, the second finds it

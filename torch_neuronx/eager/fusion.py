@@ -23,6 +23,8 @@ TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT (alias TORCH_NEURONX_EAGER_FUSION_
 """
 from __future__ import annotations
 
+import collections
+
 import contextlib
 import threading
 
@@ -296,6 +298,24 @@ def _lose(run: Run, live, error) -> None:
         storage.replace(st.key, p, storage.Lost(p.aval, f"{type(error).__name__}: {error}"))
 
 
+def _donated(run: Run, external, outputs) -> tuple:
+    """The input positions whose buffers the run donates: storages a queued op writes, each as long as
+    an output of its shape and dtype is left to take its memory (jax matches them by shape; one that no
+    output can take is not donated: jax would warn that it went unused)."""
+    free = collections.Counter((run.storages[r].buffer.aval.shape, run.storages[r].buffer.aval.dtype)
+                               for r in outputs)
+    donate = []
+    for i, r in enumerate(external):
+        st = run.storages[r]
+        if not st.written:
+            continue
+        aval = (st.input.aval.shape, st.input.aval.dtype)
+        if free[aval]:
+            free[aval] -= 1
+            donate.append(i)
+    return tuple(donate)
+
+
 def _build(run: Run, live, inputs) -> Built:
     """XLA's executable of the queued ops: their jaxprs replayed in order over the run's storages."""
     from jax.extend.core import jaxpr_as_fun
@@ -325,7 +345,7 @@ def _build(run: Run, live, inputs) -> Built:
                 env[r] = v
         return tuple(env[r] for r in outputs) + ((outs[-1],) if flags else ())
 
-    donate = tuple(i for i, r in enumerate(external) if run.storages[r].written)
+    donate = _donated(run, external, outputs)
     with devices.on_device(run.device):
         # traced with this launch's own scalars: weakly typed as the op's probes were
         lowered = jax.jit(program, donate_argnums=donate).lower(*inputs, *run.scalars)
