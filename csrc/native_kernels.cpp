@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "neuron.h"
@@ -140,6 +141,15 @@ ffi::Error addmatmul(
   });
 }
 
+// The attention kernels' optional mask (an empty placeholder buffer when there is none) and scale.
+std::optional<at::Tensor> attention_mask(const ffi::AnyBuffer& mask, bool has_mask) {
+  return has_mask ? std::optional<at::Tensor>(tensor(mask)) : std::nullopt;
+}
+
+std::optional<double> attention_scale(bool has_scale, double scale) {
+  return has_scale ? std::optional<double>(scale) : std::nullopt;
+}
+
 // Attention on 4-d (B, H, L, E) q, k, v, with an additive float32 mask broadcastable to (B, H, L, S) where
 // `has_mask` (otherwise the mask buffer is an empty placeholder): bf16_attention.cpp's kernel where it applies
 // (bf16 on a CPU with AVX-512 BF16, not causal), torch's CPU flash attention otherwise. `out` is laid out
@@ -161,20 +171,14 @@ ffi::Error attention(
     bool has_mask) {
   return run(kAttention, "neuron native attention", [&] {
     at::Tensor tq = tensor(q, q_perm), tk = tensor(k, k_perm), tv = tensor(v, v_perm);
-    std::optional<at::Tensor> bias;
-    if (has_mask) {
-      bias = tensor(mask);
-    }
+    const std::optional<at::Tensor> bias = attention_mask(mask, has_mask);
     if (bf16_attention_applies(tq, tk, tv, is_causal)) {
       bf16_attention(tq, tk, tv, bias, has_scale ? scale : 1.0 / std::sqrt(static_cast<double>(tq.size(3))),
                      tensor(*out), tensor(*lse));
       return;
     }
-    std::optional<double> sc;
-    if (has_scale) {
-      sc = scale;
-    }
-    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(tq, tk, tv, 0.0, is_causal, bias, sc);
+    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(
+        tq, tk, tv, 0.0, is_causal, bias, attention_scale(has_scale, scale));
     tensor(*out).copy_(o.transpose(1, 2));
     tensor(*lse).copy_(l);
   });
@@ -206,17 +210,10 @@ ffi::Error attention_backward(
     double scale,
     bool has_mask) {
   return run(kAttentionBackward, "neuron native attention backward", [&] {
-    std::optional<at::Tensor> bias;
-    if (has_mask) {
-      bias = tensor(mask);
-    }
-    std::optional<double> sc;
-    if (has_scale) {
-      sc = scale;
-    }
     auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         tensor(grad_out, grad_out_perm), tensor(q, q_perm), tensor(k, k_perm), tensor(v, v_perm),
-        tensor(out, out_perm), tensor(lse), 0.0, is_causal, bias, sc);
+        tensor(out, out_perm), tensor(lse), 0.0, is_causal, attention_mask(mask, has_mask),
+        attention_scale(has_scale, scale));
     tensor(*grad_q).copy_(dq.transpose(1, 2));
     tensor(*grad_k).copy_(dk.transpose(1, 2));
     tensor(*grad_v).copy_(dv.transpose(1, 2));
@@ -326,10 +323,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Attr<ffi::Span<const int64_t>>("a_perm")
         .Attr<ffi::Span<const int64_t>>("b_perm"));
 
+// The attributes both attention kernels take after their operands' permutations.
+template <typename Binding>
+auto with_attention_options(Binding binding) {
+  return std::move(binding).template Attr<bool>("is_causal")
+      .template Attr<bool>("has_scale")
+      .template Attr<double>("scale")
+      .template Attr<bool>("has_mask");
+}
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_attention,
     attention,
-    ffi::Ffi::Bind()
+    with_attention_options(ffi::Ffi::Bind()
         .Arg<ffi::AnyBuffer>()
         .Arg<ffi::AnyBuffer>()
         .Arg<ffi::AnyBuffer>()
@@ -338,16 +344,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Ret<ffi::AnyBuffer>()
         .Attr<ffi::Span<const int64_t>>("q_perm")
         .Attr<ffi::Span<const int64_t>>("k_perm")
-        .Attr<ffi::Span<const int64_t>>("v_perm")
-        .Attr<bool>("is_causal")
-        .Attr<bool>("has_scale")
-        .Attr<double>("scale")
-        .Attr<bool>("has_mask"));
+        .Attr<ffi::Span<const int64_t>>("v_perm")));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_attention_backward,
     attention_backward,
-    ffi::Ffi::Bind()
+    with_attention_options(ffi::Ffi::Bind()
         .Arg<ffi::AnyBuffer>()
         .Arg<ffi::AnyBuffer>()
         .Arg<ffi::AnyBuffer>()
@@ -362,11 +364,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
         .Attr<ffi::Span<const int64_t>>("q_perm")
         .Attr<ffi::Span<const int64_t>>("k_perm")
         .Attr<ffi::Span<const int64_t>>("v_perm")
-        .Attr<ffi::Span<const int64_t>>("out_perm")
-        .Attr<bool>("is_causal")
-        .Attr<bool>("has_scale")
-        .Attr<double>("scale")
-        .Attr<bool>("has_mask"));
+        .Attr<ffi::Span<const int64_t>>("out_perm")));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_convolution,
