@@ -300,26 +300,37 @@ ffi::Error convolution(
 
 }  // namespace
 
+// A binding of `Args` buffer operands then `Rets` buffer results (every kernel here takes AnyBuffers), to which
+// each handler adds its attributes; in the handler macros it goes in parentheses, for its comma. (A binding
+// cannot be returned as it is, only made by a call: the last result ends the recursion.)
+template <int Args, int Rets, typename Binding>
+auto with_buffers(Binding binding) {
+  static_assert(Rets >= 1, "every kernel has a result");
+  if constexpr (Args > 0) {
+    return with_buffers<Args - 1, Rets>(std::move(binding).template Arg<ffi::AnyBuffer>());
+  } else if constexpr (Rets > 1) {
+    return with_buffers<0, Rets - 1>(std::move(binding).template Ret<ffi::AnyBuffer>());
+  } else {
+    return std::move(binding).template Ret<ffi::AnyBuffer>();
+  }
+}
+
+template <int Args, int Rets>
+auto buffers() {
+  return with_buffers<Args, Rets>(ffi::Ffi::Bind());
+}
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_matmul,
     matmul,
-    ffi::Ffi::Bind()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
+    (buffers<2, 1>())
         .Attr<ffi::Span<const int64_t>>("a_perm")
         .Attr<ffi::Span<const int64_t>>("b_perm"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_addmatmul,
     addmatmul,
-    ffi::Ffi::Bind()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
+    (buffers<5, 1>())
         .Attr<ffi::Span<const int64_t>>("a_perm")
         .Attr<ffi::Span<const int64_t>>("b_perm"));
 
@@ -335,13 +346,7 @@ auto with_attention_options(Binding binding) {
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_attention,
     attention,
-    with_attention_options(ffi::Ffi::Bind()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
+    with_attention_options((buffers<4, 2>())
         .Attr<ffi::Span<const int64_t>>("q_perm")
         .Attr<ffi::Span<const int64_t>>("k_perm")
         .Attr<ffi::Span<const int64_t>>("v_perm")));
@@ -349,17 +354,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_attention_backward,
     attention_backward,
-    with_attention_options(ffi::Ffi::Bind()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
+    with_attention_options((buffers<7, 3>())
         .Attr<ffi::Span<const int64_t>>("grad_out_perm")
         .Attr<ffi::Span<const int64_t>>("q_perm")
         .Attr<ffi::Span<const int64_t>>("k_perm")
@@ -369,11 +364,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     torch_neuronx_ffi_convolution,
     convolution,
-    ffi::Ffi::Bind()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
+    (buffers<3, 1>())
         .Attr<ffi::Span<const int64_t>>("input_perm")
         .Attr<ffi::Span<const int64_t>>("stride")
         .Attr<ffi::Span<const int64_t>>("padding")

@@ -36,33 +36,27 @@ class NeuronWork(Work):
         self._error: BaseException | None = None
 
     def _finish(self) -> None:
-        with self._lock:
-            if self._finished:
-                return
-            for s in self._staged:
-                s.finish()
-                for key in s.holds():
-                    storage.release(key)
-            self._done()
+        self._close(lambda s: s.finish())
 
     def _fail(self, error: BaseException) -> None:
         """The buffers Gloo was writing in place hold no result: their storages raise when used."""
+        self._close(lambda s: s.lost(error))
+
+    def _close(self, settle) -> None:
+        """Once: `settle` each staged tensor, release the storages it held, and let go of Gloo's works
+        (they hold the host tensors, some of them device buffers' own memory: a reference that keeps
+        jax from donating those buffers to later launches)."""
         with self._lock:
             if self._finished:
                 return
             for s in self._staged:
-                s.lost(error)
+                settle(s)
                 for key in s.holds():
                     storage.release(key)
-            self._done()
-
-    def _done(self) -> None:
-        # Gloo's works hold the host tensors, some of them device buffers' own memory (a reference
-        # that keeps jax from donating those buffers to later launches): let go of them
-        if self._collective == "recv" and self._error is None and self._works:
-            self._source = self._works[0].source_rank()
-        self._works, self._staged = [], []
-        self._finished = True
+            if self._collective == "recv" and self._error is None and self._works:
+                self._source = self._works[0].source_rank()
+            self._works, self._staged = [], []
+            self._finished = True
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
         if self._error is not None:

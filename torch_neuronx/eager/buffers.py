@@ -23,8 +23,7 @@ def device_flat(t: torch.Tensor):
     storage.sync("device read")
     key = storage.whole_storage_key(t)
     if key:
-        if storage.held:
-            storage.settle((key,))
+        storage.settle((key,))
         buf = storage.buffer(key)
         if buf is not None and buf.dtype == transfer.to_numpy_dtype(t.dtype):
             return buf
@@ -70,8 +69,7 @@ def _host_values(t: torch.Tensor):
     the CPU platform) when they can be read without a launch; else None. Waits for the buffer."""
     storage.sync("host read")
     key, nbytes, sizes, strides, offset = storage.tensor_layout(t)
-    if storage.held:
-        storage.settle((key,))
+    storage.settle((key,))
     buf = storage.buffer(key)
     if buf is None:  # never written: zeros, made on the device (device_flat)
         return None
@@ -104,8 +102,7 @@ def host_alias(t: torch.Tensor, *, write: bool) -> torch.Tensor | None:
         return None
     storage.sync("host alias")
     key, nbytes, sizes, strides, offset = storage.tensor_layout(t)
-    if storage.held:
-        storage.settle((key,))
+    storage.settle((key,))
     if write:
         if not storage.exclusive(key):
             return None
@@ -136,8 +133,7 @@ def copy_into(dst: torch.Tensor, arr) -> None:
     storage.apply_events()
     key = storage.whole_storage_key(dst)
     if key:
-        if storage.held:  # the host still writes the old buffer: this write comes after
-            storage.settle((key,))
+        storage.settle((key,))  # the host may still write the old buffer: this write comes after
         storage.set_buffer(key, arr)
         streams.launched(dst.device.index, arr)  # a transfer is work on the current stream too
         return

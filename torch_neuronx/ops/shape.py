@@ -61,12 +61,10 @@ def slice_backward(grad_output, input_sizes, dim, start, end, step):
     start = min(max(start + size if start < 0 else start, 0), size)
     after = size - start - (n - 1) * step - 1
     if step == 1:
-        parts = []
-        for width in (start, None, after):
-            if width is None:
-                parts.append(grad_output)
-            elif width:
-                parts.append(jnp.zeros(sizes[:dim] + (width,) + sizes[dim + 1:], grad_output.dtype))
+        def zeros(width):
+            return [jnp.zeros(sizes[:dim] + (width,) + sizes[dim + 1:], grad_output.dtype)] if width else []
+
+        parts = zeros(start) + [grad_output] + zeros(after)
         return concatenate(parts, dim) if len(parts) > 1 else grad_output
     config = [(0, 0, 0)] * len(sizes)
     config[dim] = (start, after, step - 1)

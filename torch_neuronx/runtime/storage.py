@@ -123,12 +123,12 @@ def release(key: int) -> None:
 
 
 def settle(keys) -> None:
-    """Wait for the host writes holding any of `keys` (the hot path checks `held` first: empty)."""
+    """Wait for the host writes holding any of `keys` (each `complete()` releases its key; the hot path
+    checks `held` first: empty)."""
     for k in keys:
         complete = held.get(k)
         if complete is not None:
             complete()
-            held.pop(k, None)
 
 
 def settle_all() -> None:
@@ -224,8 +224,7 @@ def apply_events() -> None:
                     if _buffers.pop(key, None) is not None:
                         _freed_since_release += nbytes
                 elif kind == _C.EVENT_MOVE:
-                    if key in held:
-                        settle((key,))
+                    settle((key,))
                     buf = _buffers.get(key)
                     if type(buf) is Pending:  # a resized storage a queued op writes: run the queue
                         _flush("resize")
