@@ -142,7 +142,8 @@ _LAPACK_OPS = {  # the nine of the warm-cache crash (s: symmetric positive defin
 
 def test_every_executable_kind():
     """An eager op on its own, a fused run, a compiled graph (and its AOTAutograd record), custom kernels
-    (one calling a custom-call target of the user's), the native kernels (attention, a 16-bit product), a
+    (one calling a custom-call target of the user's), the native kernels (attention and its backward, a
+    16-bit product), a reduction over unit dims, a cat along the last dim, a
     data-dependent op (unique), and the nine LAPACK-backed ops of the warm-cache crash in eager mode and
     in graphs: each against the CPU. Under tests/warm_cache.py's warm pass (the slice below) each must
     load from the disk cache and give the cold pass's bits, and the cost analyses the loaded executables
@@ -171,6 +172,14 @@ def test_every_executable_kind():
     q, k, v = (randn(1, 2, 8, 16, seed=s, dtype=torch.bfloat16) for s in (3, 4, 5))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     _check(sdpa(q.to("neuron"), k.to("neuron"), v.to("neuron")), sdpa(q, k, v), rtol=2e-2, atol=2e-2)  # native
+    leaves = [[t.clone().to(dev).requires_grad_() for t in (q, k, v)] for dev in ("neuron", "cpu")]
+    for qkv in leaves:  # the native attention backward
+        sdpa(*qkv).float().square().sum().backward()
+    for got, want in zip(*leaves):
+        _check(got.grad, want.grad, rtol=2e-2, atol=2e-2)
+    x3, g3 = x.reshape(1, 8, 16), w[:8].reshape(1, 8, 16)  # a reduction over unit dims, a cat of 16-wide runs
+    _check((x3.to("neuron") * g3.to("neuron")).sum(-1), (x3 * g3).sum(-1), rtol=1e-5, atol=1e-5)
+    _check(torch.cat([dx, dw[:8]], -1), torch.cat([x, w[:8]], -1))
     xb, wb = x.to(torch.bfloat16), w.to(torch.bfloat16)
     calls = metrics.native_kernel_calls().get("matmul", 0)
     _check(xb.to("neuron") @ wb.to("neuron"), xb @ wb, rtol=2e-2, atol=2e-2)  # native where products are
